@@ -1,0 +1,278 @@
+//! Compaction (`cleanup.policy=compact`): keeps the newest record of every key in the closed
+//! segments.
+//!
+//! 1. Build a map from key hash (128-bit xxh3, as Kafka's cleaner keys on a 16-byte MD5) to the
+//!    newest offset of that key, over every closed segment.
+//! 2. Rewrite each closed segment into `<base>.log.cleaned`, keeping a record when it is the
+//!    newest of its key, has no key, or is a tombstone younger than `delete.retention.ms`.
+//!    A batch that keeps every record is copied byte for byte; a batch that keeps some is
+//!    rebuilt from the kept records' own bytes with the same base offset, last offset delta,
+//!    timestamps, producer fields and codec, so offsets and producer state are preserved.
+//!    Control batches are kept as they are.
+//! 3. Swap atomically: fsync `.cleaned`, rename it to `.log.swap`, fsync the directory,
+//!    rename `.log.swap` over `.log`, drop the old indexes and rebuild them. A crash before the
+//!    second rename leaves the original (the `.cleaned` or `.swap` file is deleted or finished
+//!    on open, see `prepare_directory`).
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::sync::Arc;
+
+use xxhash_rust::xxh3::xxh3_128;
+
+use crate::batch::{
+    assemble, set_offset_and_epoch, BatchHeader, BatchParts, DecodedRecords, ProducerFields,
+};
+use crate::checkpoint;
+use crate::error::{LogError, Result};
+use crate::log::Log;
+use crate::scan::scan_batches;
+use crate::segment::Segment;
+
+/// What a compaction run did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    pub segments_rewritten: usize,
+    pub records_removed: u64,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+impl Log {
+    /// Compacts the closed segments when the cleanup policy includes compact.
+    pub fn compact(&mut self) -> Result<CompactionReport> {
+        let mut report = CompactionReport::default();
+        if !self.config.cleanup_policy.compacts() {
+            return Ok(report);
+        }
+        let active_base = self.active().base_offset;
+        let closed: Vec<u64> = self
+            .segments
+            .range(..active_base)
+            .map(|(b, _)| *b)
+            .collect();
+        if closed.is_empty() {
+            return Ok(report);
+        }
+        let mut newest: HashMap<u128, u64> = HashMap::new();
+        for base in &closed {
+            let Some(segment) = self.segments.get(base) else {
+                continue;
+            };
+            let files = segment.files(&self.cache)?;
+            scan_batches(
+                &files.log,
+                &segment.log_path,
+                0,
+                segment.size,
+                |_, header, batch| {
+                    if header.is_control() {
+                        return Ok(true);
+                    }
+                    if let Ok(decoded) = DecodedRecords::decode(batch) {
+                        for record in decoded.iter() {
+                            let Ok(record) = record else { break };
+                            if let Some(key) = record.key {
+                                let offset = header.base_offset as u64 + record.offset_delta as u64;
+                                newest.insert(xxh3_128(key), offset);
+                            }
+                        }
+                    }
+                    Ok(true)
+                },
+            )?;
+        }
+        let now = self.clock.now_ms();
+        let tombstone_horizon = now.saturating_sub(self.config.delete_retention_ms);
+        for base in closed {
+            let Some(segment) = self.segments.get(&base) else {
+                continue;
+            };
+            if let Some(outcome) = clean_segment(self, segment, &newest, tombstone_horizon)? {
+                report.segments_rewritten += 1;
+                report.records_removed += outcome.records_removed;
+                report.bytes_before += segment.size;
+                report.bytes_after += outcome.size;
+                self.swap_in_cleaned(base)?;
+            }
+        }
+        Ok(report)
+    }
+
+    fn swap_in_cleaned(&mut self, base: u64) -> Result<()> {
+        let cache = Arc::clone(&self.cache);
+        let dir = self.dir.clone();
+        let Some(segment) = self.segments.get_mut(&base) else {
+            return Ok(());
+        };
+        let cleaned = cleaned_path(segment);
+        let swap = segment.log_path.with_extension("log.swap");
+        fs::rename(&cleaned, &swap).map_err(LogError::io(&swap))?;
+        checkpoint::sync_dir(&dir)?;
+        cache.remove(segment.id);
+        fs::rename(&swap, &segment.log_path).map_err(LogError::io(&segment.log_path))?;
+        for path in [&segment.index_path, &segment.time_index_path] {
+            if let Err(e) = fs::remove_file(path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(LogError::io(path)(e));
+                }
+            }
+        }
+        checkpoint::sync_dir(&dir)?;
+        let next_offset = segment.next_offset;
+        segment.writable = true;
+        let files = segment.files(&cache)?;
+        segment.recover(&files)?;
+        drop(files);
+        segment.next_offset = next_offset;
+        segment.seal(&cache)
+    }
+}
+
+struct CleanOutcome {
+    records_removed: u64,
+    size: u64,
+}
+
+fn cleaned_path(segment: &Segment) -> std::path::PathBuf {
+    segment.log_path.with_extension("log.cleaned")
+}
+
+/// Writes the cleaned copy of `segment`; `None` (and no file) when nothing would change.
+fn clean_segment(
+    log: &Log,
+    segment: &Segment,
+    newest: &HashMap<u128, u64>,
+    tombstone_horizon: i64,
+) -> Result<Option<CleanOutcome>> {
+    let files = segment.files(&log.cache)?;
+    let mut kept_batches: Vec<Vec<u8>> = Vec::new();
+    let mut removed = 0u64;
+    let mut changed = false;
+    scan_batches(
+        &files.log,
+        &segment.log_path,
+        0,
+        segment.size,
+        |_, header, batch| {
+            match clean_batch(header, batch, newest, tombstone_horizon) {
+                BatchFate::Keep => kept_batches.push(batch.to_vec()),
+                BatchFate::Rewrite { bytes, removed: r } => {
+                    changed = true;
+                    removed += r;
+                    if let Some(bytes) = bytes {
+                        kept_batches.push(bytes);
+                    }
+                }
+            }
+            Ok(true)
+        },
+    )?;
+    if !changed {
+        return Ok(None);
+    }
+    let path = cleaned_path(segment);
+    let file = File::create(&path).map_err(LogError::io(&path))?;
+    let mut out = BufWriter::new(file);
+    let mut size = 0u64;
+    for batch in &kept_batches {
+        out.write_all(batch).map_err(LogError::io(&path))?;
+        size += batch.len() as u64;
+    }
+    let file = out
+        .into_inner()
+        .map_err(|e| LogError::io(&path)(e.into_error()))?;
+    file.sync_all().map_err(LogError::io(&path))?;
+    Ok(Some(CleanOutcome {
+        records_removed: removed,
+        size,
+    }))
+}
+
+enum BatchFate {
+    Keep,
+    /// `bytes` is `None` when nothing of the batch remains.
+    Rewrite {
+        bytes: Option<Vec<u8>>,
+        removed: u64,
+    },
+}
+
+fn clean_batch(
+    header: &BatchHeader,
+    batch: &[u8],
+    newest: &HashMap<u128, u64>,
+    tombstone_horizon: i64,
+) -> BatchFate {
+    if header.is_control() {
+        return BatchFate::Keep;
+    }
+    // A batch the cleaner cannot read is kept whole: compaction never loses what it
+    // does not understand.
+    let Ok(decoded) = DecodedRecords::decode(batch) else {
+        return BatchFate::Keep;
+    };
+    let mut kept = Vec::with_capacity(decoded.records.len());
+    let mut kept_count = 0i32;
+    let mut removed = 0u64;
+    for record in decoded.iter() {
+        let Ok(record) = record else {
+            return BatchFate::Keep;
+        };
+        let offset = header.base_offset as u64 + record.offset_delta as u64;
+        let keep = match record.key {
+            None => true,
+            Some(key) => {
+                let is_newest = newest.get(&xxh3_128(key)).is_none_or(|&o| o == offset);
+                let expired_tombstone =
+                    record.value.is_none() && decoded.timestamp_of(&record) < tombstone_horizon;
+                is_newest && !expired_tombstone
+            }
+        };
+        if keep {
+            kept.extend_from_slice(record.raw);
+            kept_count += 1;
+        } else {
+            removed += 1;
+        }
+    }
+    if removed == 0 {
+        return BatchFate::Keep;
+    }
+    if kept_count == 0 && header.producer_id < 0 {
+        return BatchFate::Rewrite {
+            bytes: None,
+            removed,
+        };
+    }
+    // An idempotent producer's batch keeps its (possibly empty) header so its last sequence
+    // survives, as in Kafka.
+    let parts = BatchParts {
+        base_offset: header.base_offset,
+        attributes: header.attributes,
+        last_offset_delta: header.last_offset_delta,
+        base_timestamp: header.base_timestamp,
+        max_timestamp: header.max_timestamp,
+        producer: ProducerFields {
+            producer_id: header.producer_id,
+            producer_epoch: header.producer_epoch,
+            base_sequence: header.base_sequence,
+        },
+        records_count: kept_count,
+    };
+    match assemble(&kept, parts) {
+        Ok(mut bytes) => {
+            set_offset_and_epoch(
+                &mut bytes,
+                header.base_offset,
+                header.partition_leader_epoch,
+            );
+            BatchFate::Rewrite {
+                bytes: Some(bytes),
+                removed,
+            }
+        }
+        Err(_) => BatchFate::Keep,
+    }
+}

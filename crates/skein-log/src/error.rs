@@ -1,0 +1,62 @@
+use std::path::PathBuf;
+
+use crate::batch::BatchError;
+
+/// What went wrong in a log operation. Every variant leaves the log as it was before the
+/// call, except [`LogError::Io`] during a write, after which the log is fenced.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    #[error("offset {offset} is out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        offset: u64,
+        log_start: u64,
+        log_end: u64,
+    },
+    #[error("batch {index} of the append is invalid")]
+    InvalidBatch {
+        index: usize,
+        #[source]
+        source: BatchError,
+    },
+    #[error("batch {index} of the append has {size} bytes; the limit is {max}")]
+    BatchTooLarge {
+        index: usize,
+        size: usize,
+        max: usize,
+    },
+    #[error("append is empty")]
+    EmptyAppend,
+    #[error("replicated batch starts at offset {base_offset}, below the log end offset {log_end}")]
+    NonMonotonicOffset { base_offset: i64, log_end: u64 },
+    #[error("segment {base_offset} is corrupt at byte {position}")]
+    CorruptSegment {
+        base_offset: u64,
+        position: u64,
+        #[source]
+        source: BatchError,
+    },
+    #[error("i/o error on {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// After a failed write or fsync the log refuses further writes until it is reopened,
+    /// because the state of the file is no longer known.
+    #[error("log {path} is fenced after a previous i/o error")]
+    Fenced { path: PathBuf },
+    #[error("{path} is not a partition directory (expected <topic>-<partition>)")]
+    InvalidPartitionDir { path: PathBuf },
+    #[error("invalid log configuration: {reason}")]
+    InvalidConfig { reason: String },
+}
+
+impl LogError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> LogError {
+        let path = path.into();
+        move |source| LogError::Io { path, source }
+    }
+}
+
+pub type Result<T, E = LogError> = std::result::Result<T, E>;

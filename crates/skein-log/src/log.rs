@@ -1,0 +1,899 @@
+//! One partition's log: an ordered set of segments, the last of which takes appends.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::batch::{set_log_append_time, set_offset_and_epoch, validate_batch, TimestampType};
+use crate::checkpoint::{self, CLEAN_SHUTDOWN, LOG_START, RECOVERY_POINT};
+use crate::clock::Clock;
+use crate::config::LogConfig;
+use crate::epoch::{EpochEntry, LeaderEpochCache};
+use crate::error::{LogError, Result};
+use crate::files::HandleCache;
+use crate::read::{FileRegion, ReadSlice};
+use crate::segment::{file_name, BatchMeta, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+
+/// What an append wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: u64,
+    pub last_offset: u64,
+    /// The largest timestamp of the appended batches (the append time for LogAppendTime).
+    pub max_timestamp: i64,
+    /// The time the log stamped on the batches, when the topic uses LogAppendTime.
+    pub log_append_time: Option<i64>,
+    pub batches: usize,
+    pub records: u64,
+    pub bytes: u64,
+}
+
+/// How a log was found when it was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The clean-shutdown marker was present: no data was scanned.
+    pub clean_shutdown: bool,
+    pub segments: usize,
+    /// Segments scanned batch by batch (with CRC checks).
+    pub segments_recovered: usize,
+    /// Bytes of data read by those scans.
+    pub bytes_scanned: u64,
+    /// Bytes cut off torn or corrupt tails, including whole segments after the damage.
+    pub bytes_truncated: u64,
+    /// Segments whose indexes were missing or inconsistent and were rebuilt.
+    pub indexes_rebuilt: usize,
+}
+
+/// What a retention run deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    pub segments_deleted: usize,
+    pub bytes_deleted: u64,
+}
+
+/// Counters of work done by lookups, for benchmarks and metrics.
+#[derive(Debug, Default)]
+pub struct LogStats {
+    /// Bytes of log that offset and timestamp lookups passed over after the index.
+    pub lookup_bytes_scanned: AtomicU64,
+}
+
+/// A partition's log. See the crate documentation for the files it keeps.
+///
+/// Writers take `&mut self`; reads take `&self` and return file regions that stay valid after
+/// the call, so a caller can hold the log in a `RwLock` and send data outside the lock.
+#[derive(Debug)]
+pub struct Log {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) cache: Arc<HandleCache>,
+    pub(crate) segments: BTreeMap<u64, Segment>,
+    log_start_offset: u64,
+    recovery_point: u64,
+    /// Highest offset made durable by background flushes of rolled segments.
+    durable: Arc<AtomicU64>,
+    epochs: LeaderEpochCache,
+    unflushed_records: i64,
+    first_unflushed_ms: Option<i64>,
+    fenced: bool,
+    report: RecoveryReport,
+    stats: LogStats,
+}
+
+impl Log {
+    /// Opens the log in `dir`, creating it if needed. After an unclean shutdown, segments
+    /// written since the last flush are scanned and cut at the first bad batch.
+    pub fn open(
+        dir: impl AsRef<Path>,
+        config: LogConfig,
+        clock: Arc<dyn Clock>,
+        cache: Arc<HandleCache>,
+    ) -> Result<Self> {
+        config.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir).map_err(LogError::io(&dir))?;
+        let clean_marker = dir.join(CLEAN_SHUTDOWN);
+        let clean = clean_marker
+            .try_exists()
+            .map_err(LogError::io(&clean_marker))?;
+        let bases = prepare_directory(&dir)?;
+        let mut log = Self {
+            epochs: LeaderEpochCache::load(&dir),
+            log_start_offset: checkpoint::read_offset(&dir, LOG_START).unwrap_or(0),
+            recovery_point: checkpoint::read_offset(&dir, RECOVERY_POINT).unwrap_or(0),
+            dir,
+            config,
+            clock,
+            cache,
+            segments: BTreeMap::new(),
+            durable: Arc::new(AtomicU64::new(0)),
+            unflushed_records: 0,
+            first_unflushed_ms: None,
+            fenced: false,
+            report: RecoveryReport {
+                clean_shutdown: clean,
+                ..RecoveryReport::default()
+            },
+            stats: LogStats::default(),
+        };
+        log.load_segments(&bases, clean)?;
+        if clean {
+            fs::remove_file(&clean_marker).map_err(LogError::io(&clean_marker))?;
+            checkpoint::sync_dir(&log.dir)?;
+        }
+        let first_base = log.segments.keys().next().copied().unwrap_or(0);
+        log.log_start_offset = log.log_start_offset.max(first_base);
+        let end = log.log_end_offset();
+        if log.log_start_offset > end {
+            // A checkpoint ahead of the data: the data was lost, start empty at that offset.
+            let start = log.log_start_offset;
+            log.truncate_fully_and_start_at(start)?;
+        }
+        log.recovery_point = log.recovery_point.min(log.log_end_offset());
+        log.durable.store(log.recovery_point, Ordering::Relaxed);
+        let end = log.log_end_offset();
+        log.epochs.truncate_from_end(end)?;
+        let start = log.log_start_offset;
+        log.epochs.truncate_from_start(start)?;
+        log.report.segments = log.segments.len();
+        Ok(log)
+    }
+
+    fn new_segment(&self, base_offset: u64) -> Segment {
+        Segment::new(
+            &self.cache,
+            &self.dir,
+            base_offset,
+            self.config.segment_index_bytes,
+            self.config.index_interval_bytes,
+        )
+    }
+
+    fn load_segments(&mut self, bases: &[u64], clean: bool) -> Result<()> {
+        // Segments below the one holding the recovery point were fsynced: trusted.
+        let scan_from = if clean {
+            u64::MAX
+        } else {
+            bases
+                .iter()
+                .copied()
+                .filter(|&b| b <= self.recovery_point)
+                .max()
+                .unwrap_or(0)
+        };
+        let mut damaged_at: Option<usize> = None;
+        for (i, &base) in bases.iter().enumerate() {
+            let mut segment = self.new_segment(base);
+            let is_last = i + 1 == bases.len();
+            let trusted = base < scan_from && segment.load(&self.cache, is_last)?;
+            if !trusted {
+                if base < scan_from {
+                    self.report.indexes_rebuilt += 1;
+                } else {
+                    self.report.segments_recovered += 1;
+                }
+                segment.writable = true;
+                let files = segment.files(&self.cache)?;
+                let cut = segment.recover(&files)?;
+                drop(files);
+                self.report.bytes_scanned += segment.size + cut;
+                self.report.bytes_truncated += cut;
+                if !is_last {
+                    segment.seal(&self.cache)?;
+                }
+                if cut > 0 {
+                    damaged_at = Some(i);
+                    self.segments.insert(base, segment);
+                    break;
+                }
+            }
+            self.segments.insert(base, segment);
+        }
+        if let Some(i) = damaged_at {
+            // Offsets must stay contiguous: everything after a damaged batch is gone.
+            for &base in &bases[i + 1..] {
+                let segment = self.new_segment(base);
+                self.report.bytes_truncated += fs::metadata(&segment.log_path)
+                    .map(|m| m.len())
+                    .unwrap_or(0);
+                segment.delete_files(&self.cache)?;
+            }
+        }
+        // Closed segments end where the next one starts.
+        let bases: Vec<u64> = self.segments.keys().copied().collect();
+        for pair in bases.windows(2) {
+            if let Some(seg) = self.segments.get_mut(&pair[0]) {
+                seg.next_offset = pair[1];
+            }
+        }
+        match self.segments.values_mut().next_back() {
+            Some(active) => {
+                if !active.writable {
+                    active.unseal(&self.cache);
+                }
+            }
+            None => {
+                let mut segment = self.new_segment(self.log_start_offset);
+                segment.writable = true;
+                self.segments.insert(segment.base_offset, segment);
+            }
+        }
+        Ok(())
+    }
+
+    /// The directory this log lives in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Replaces the configuration (topic config changes); takes effect from the next append
+    /// or maintenance run.
+    pub fn set_config(&mut self, config: LogConfig) -> Result<()> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.report
+    }
+
+    pub fn stats(&self) -> &LogStats {
+        &self.stats
+    }
+
+    /// The first offset a consumer may read.
+    pub fn log_start_offset(&self) -> u64 {
+        self.log_start_offset
+    }
+
+    /// The offset the next appended record will get.
+    pub fn log_end_offset(&self) -> u64 {
+        self.active().next_offset
+    }
+
+    /// Offsets below this were fsynced.
+    pub fn recovery_point(&self) -> u64 {
+        self.recovery_point
+            .max(self.durable.load(Ordering::Relaxed))
+            .min(self.log_end_offset())
+    }
+
+    /// Bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<u64> {
+        self.segments.keys().copied().collect()
+    }
+
+    /// The epoch entries of the leader-epoch checkpoint.
+    pub fn leader_epochs(&self) -> &[EpochEntry] {
+        self.epochs.entries()
+    }
+
+    /// The latest leader epoch written to this log.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.latest_epoch()
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` and where it ends.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<EpochEntry> {
+        self.epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+
+    pub(crate) fn active(&self) -> &Segment {
+        match self.segments.values().next_back() {
+            Some(s) => s,
+            None => unreachable!("a log always has an active segment"),
+        }
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        match self.segments.values_mut().next_back() {
+            Some(s) => s,
+            None => unreachable!("a log always has an active segment"),
+        }
+    }
+
+    fn check_fenced(&self) -> Result<()> {
+        if self.fenced {
+            return Err(LogError::Fenced {
+                path: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Validates every batch in `buf` (magic, lengths, CRC, size limit) without writing
+    /// anything.
+    fn validate(&self, buf: &[u8]) -> Result<Vec<BatchMeta>> {
+        let mut metas = Vec::new();
+        let mut at = 0usize;
+        while at < buf.len() {
+            let index = metas.len();
+            let header = validate_batch(&buf[at..])
+                .map_err(|source| LogError::InvalidBatch { index, source })?;
+            if header.size() as u64 > self.config.max_message_bytes {
+                return Err(LogError::BatchTooLarge {
+                    index,
+                    size: header.size(),
+                    max: self.config.max_message_bytes as usize,
+                });
+            }
+            metas.push(BatchMeta::from_header(at, &header));
+            at += header.size();
+        }
+        if metas.is_empty() {
+            return Err(LogError::EmptyAppend);
+        }
+        Ok(metas)
+    }
+
+    /// Appends the batches of a producer: validates all of them, then gives them the next
+    /// offsets and `leader_epoch` by rewriting their headers in `batches` (never re-encoding
+    /// records), and writes them. On error nothing is written.
+    pub fn append(&mut self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo> {
+        self.check_fenced()?;
+        let mut metas = self.validate(batches)?;
+        let now = self.clock.now_ms();
+        let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        let mut next = self.log_end_offset();
+        for meta in &mut metas {
+            let delta = meta.last_offset - meta.base_offset;
+            let batch = &mut batches[meta.at..meta.at + meta.size];
+            set_offset_and_epoch(batch, next as i64, leader_epoch);
+            if log_append_time {
+                set_log_append_time(batch, meta.size, now);
+                meta.max_timestamp = now;
+            }
+            meta.base_offset = next;
+            meta.last_offset = next + delta;
+            next = meta.last_offset + 1;
+        }
+        let info = self.write(batches, &metas, now)?;
+        if leader_epoch >= 0 {
+            self.assign_epoch(leader_epoch, info.first_offset)?;
+        }
+        Ok(AppendInfo {
+            log_append_time: log_append_time.then_some(now),
+            ..info
+        })
+    }
+
+    /// Appends batches that already carry their offsets and epochs (a follower copying its
+    /// leader). They must start at or after the log end offset.
+    pub fn append_replicated(&mut self, batches: &[u8]) -> Result<AppendInfo> {
+        self.check_fenced()?;
+        let metas = self.validate(batches)?;
+        let mut expected = self.log_end_offset();
+        for meta in &metas {
+            if meta.base_offset < expected {
+                return Err(LogError::NonMonotonicOffset {
+                    base_offset: meta.base_offset as i64,
+                    log_end: expected,
+                });
+            }
+            expected = meta.last_offset + 1;
+        }
+        let now = self.clock.now_ms();
+        let info = self.write(batches, &metas, now)?;
+        for meta in &metas {
+            self.assign_epoch(meta.leader_epoch, meta.base_offset)?;
+        }
+        Ok(info)
+    }
+
+    fn assign_epoch(&mut self, epoch: i32, start_offset: u64) -> Result<()> {
+        if let Err(e) = self.epochs.assign(epoch, start_offset) {
+            self.fenced = true;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, bytes: &[u8], metas: &[BatchMeta], now: i64) -> Result<AppendInfo> {
+        let first = metas[0];
+        let last = metas[metas.len() - 1];
+        self.maybe_roll(
+            bytes.len() as u64,
+            metas.len() as u64,
+            first.base_offset,
+            last.last_offset,
+            now,
+        )?;
+        let cache = Arc::clone(&self.cache);
+        let active = self.active_mut();
+        let result = active
+            .files(&cache)
+            .and_then(|files| active.append(&files, bytes, metas));
+        if let Err(e) = result {
+            self.fenced = true;
+            return Err(e);
+        }
+        let records: u64 = metas.iter().map(|m| m.records).sum();
+        self.unflushed_records = self.unflushed_records.saturating_add(records as i64);
+        self.first_unflushed_ms.get_or_insert(now);
+        self.flush_if_due(now)?;
+        Ok(AppendInfo {
+            first_offset: first.base_offset,
+            last_offset: last.last_offset,
+            max_timestamp: metas.iter().map(|m| m.max_timestamp).max().unwrap_or(-1),
+            log_append_time: None,
+            batches: metas.len(),
+            records,
+            bytes: bytes.len() as u64,
+        })
+    }
+
+    fn maybe_roll(
+        &mut self,
+        bytes: u64,
+        batches: u64,
+        first_offset: u64,
+        last_offset: u64,
+        now: i64,
+    ) -> Result<()> {
+        let active = self.active();
+        if active.size == 0 {
+            if first_offset > active.base_offset
+                && last_offset - active.base_offset > u32::MAX as u64
+            {
+                // An empty segment far below the append (a follower jumping a gap).
+                return self.roll(first_offset);
+            }
+            return Ok(());
+        }
+        let too_big = active.size + bytes > self.config.segment_bytes;
+        let too_old = active
+            .first_batch_timestamp
+            .is_some_and(|ts| now.saturating_sub(ts) >= self.config.segment_ms);
+        let index_full = active.index_entries + batches >= active.index_capacity_entries()
+            || active.time_entries + batches >= active.time_capacity_entries();
+        let offsets_overflow = last_offset - active.base_offset > u32::MAX as u64;
+        if too_big || too_old || index_full || offsets_overflow {
+            self.roll(first_offset)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the active segment and starts a new one at `base_offset`. The closed segment is
+    /// fsynced in the background; the recovery point moves once that is done.
+    fn roll(&mut self, base_offset: u64) -> Result<()> {
+        let cache = Arc::clone(&self.cache);
+        let active = self.active_mut();
+        active.seal(&cache)?;
+        let old_log = active.log_path.clone();
+        let old_index = active.index_path.clone();
+        let old_time_index = active.time_index_path.clone();
+        let mut segment = self.new_segment(base_offset);
+        segment.writable = true;
+        // A leftover file of that name (from a truncation that crashed) holds nothing valid.
+        if let Ok(file) = fs::OpenOptions::new().write(true).open(&segment.log_path) {
+            file.set_len(0).map_err(LogError::io(&segment.log_path))?;
+        }
+        self.segments.insert(base_offset, segment);
+        let durable = Arc::clone(&self.durable);
+        std::thread::Builder::new()
+            .name("skein-log-flush".into())
+            .spawn(move || {
+                let synced = [old_log, old_index, old_time_index]
+                    .iter()
+                    .all(|p| fs::File::open(p).and_then(|f| f.sync_all()).is_ok());
+                if synced {
+                    durable.fetch_max(base_offset, Ordering::Relaxed);
+                }
+            })
+            .map_err(LogError::io(&self.dir))?;
+        checkpoint::sync_dir(&self.dir)?;
+        self.persist_recovery_point()
+    }
+
+    fn persist_recovery_point(&mut self) -> Result<()> {
+        self.recovery_point = self.recovery_point();
+        checkpoint::write_offset(&self.dir, RECOVERY_POINT, self.recovery_point)
+    }
+
+    /// Fsyncs when `flush.messages` or `flush.ms` says so.
+    pub fn flush_if_due(&mut self, now: i64) -> Result<()> {
+        let by_count = self.unflushed_records >= self.config.flush_messages;
+        let by_time = self
+            .first_unflushed_ms
+            .is_some_and(|t| now.saturating_sub(t) >= self.config.flush_ms);
+        if by_count || by_time {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable (fsync of every segment written since the
+    /// last flush). Call before acknowledging when durability may not rest on replication.
+    pub fn flush(&mut self) -> Result<()> {
+        self.check_fenced()?;
+        let end = self.log_end_offset();
+        let from = self.recovery_point();
+        let floor = self
+            .segments
+            .range(..=from)
+            .next_back()
+            .map_or(0, |(b, _)| *b);
+        let cache = Arc::clone(&self.cache);
+        let mut result = Ok(());
+        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+            result = segment
+                .files(&cache)
+                .and_then(|f| f.log.sync_data().map_err(LogError::io(&segment.log_path)));
+            if result.is_err() {
+                break;
+            }
+        }
+        if let Err(e) = result {
+            self.fenced = true;
+            return Err(e);
+        }
+        self.recovery_point = end;
+        self.durable.fetch_max(end, Ordering::Relaxed);
+        self.unflushed_records = 0;
+        self.first_unflushed_ms = None;
+        Ok(())
+    }
+
+    /// Reads whole batches starting with the one that holds `offset`, up to `max_bytes` (at
+    /// least one batch, as Kafka does so a large batch never blocks a consumer), stopping
+    /// before any batch that starts at or after `upper_bound` (the high watermark for
+    /// consumers). Reads never cross a segment boundary.
+    pub fn read(&self, offset: u64, max_bytes: u64, upper_bound: Option<u64>) -> Result<ReadSlice> {
+        let end = self.log_end_offset();
+        if offset < self.log_start_offset || offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start_offset,
+                log_end: end,
+            });
+        }
+        let bound = upper_bound.unwrap_or(end).min(end);
+        if offset >= bound {
+            return Ok(ReadSlice::empty());
+        }
+        let floor = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(0, |(b, _)| *b);
+        let mut scanned = 0;
+        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+            let files = segment.files(&self.cache)?;
+            let Some((position, first)) = segment.locate(&files, offset, &mut scanned)? else {
+                continue;
+            };
+            if first.base_offset as u64 >= bound {
+                break;
+            }
+            let mut len = first.size() as u64;
+            let mut last_offset = first.last_offset() as u64;
+            let mut batches = 1;
+            while position + len < segment.size {
+                let next = segment.read_header(&files, position + len)?;
+                if len + next.size() as u64 > max_bytes || next.base_offset as u64 >= bound {
+                    break;
+                }
+                len += next.size() as u64;
+                last_offset = next.last_offset() as u64;
+                batches += 1;
+            }
+            self.stats
+                .lookup_bytes_scanned
+                .fetch_add(scanned, Ordering::Relaxed);
+            return Ok(ReadSlice {
+                region: Some(FileRegion::new(files, segment.base_offset, position, len)),
+                first_offset: first.base_offset as u64,
+                last_offset,
+                batches,
+            });
+        }
+        Ok(ReadSlice::empty())
+    }
+
+    /// The position of the batch holding `offset`: (segment base offset, byte position,
+    /// bytes scanned after the index). `None` past the end.
+    pub fn locate(&self, offset: u64) -> Result<Option<(u64, u64, u64)>> {
+        let floor = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(0, |(b, _)| *b);
+        let mut scanned = 0;
+        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+            let files = segment.files(&self.cache)?;
+            if let Some((position, _)) = segment.locate(&files, offset, &mut scanned)? {
+                return Ok(Some((segment.base_offset, position, scanned)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets by timestamp: the first offset at or after the log start whose record
+    /// timestamp is at least `timestamp`, with that timestamp; `None` if there is none.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(u64, i64)>> {
+        let mut scanned = 0;
+        for segment in self.segments.values() {
+            if segment.max_timestamp < timestamp || segment.size == 0 {
+                continue;
+            }
+            let files = segment.files(&self.cache)?;
+            let found =
+                segment.find_timestamp(&files, timestamp, self.log_start_offset, &mut scanned)?;
+            if found.is_some() {
+                self.stats
+                    .lookup_bytes_scanned
+                    .fetch_add(scanned, Ordering::Relaxed);
+                return Ok(found);
+            }
+        }
+        self.stats
+            .lookup_bytes_scanned
+            .fetch_add(scanned, Ordering::Relaxed);
+        Ok(None)
+    }
+
+    /// Removes every record at or after `offset` (replication: a follower truncating to its
+    /// leader). The batch holding `offset` is removed whole.
+    pub fn truncate_to(&mut self, offset: u64) -> Result<()> {
+        self.check_fenced()?;
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        if offset < self.log_start_offset {
+            return self.truncate_fully_and_start_at(offset);
+        }
+        let doomed: Vec<u64> = self.segments.range(offset..).map(|(b, _)| *b).collect();
+        for base in doomed {
+            if self.segments.len() == 1 {
+                break;
+            }
+            if let Some(segment) = self.segments.remove(&base) {
+                segment.delete_files(&self.cache)?;
+            }
+        }
+        let cache = Arc::clone(&self.cache);
+        let active = self.active_mut();
+        if active.base_offset >= offset {
+            // Only the first segment is left and all of it goes.
+            let base = active.base_offset;
+            return self.truncate_fully_and_start_at(base.min(offset).max(self.log_start_offset));
+        }
+        if !active.writable {
+            active.unseal(&cache);
+        }
+        let files = active.files(&cache)?;
+        let new_end = active.truncate_to(&files, offset)?;
+        drop(files);
+        self.epochs.truncate_from_end(new_end)?;
+        self.recovery_point = self.recovery_point.min(new_end);
+        self.durable.store(self.recovery_point, Ordering::Relaxed);
+        self.persist_recovery_point()
+    }
+
+    /// Deletes everything and starts an empty log at `offset` (a follower that fell behind
+    /// the leader's log start).
+    pub fn truncate_fully_and_start_at(&mut self, offset: u64) -> Result<()> {
+        for (_, segment) in std::mem::take(&mut self.segments) {
+            segment.delete_files(&self.cache)?;
+        }
+        let mut segment = self.new_segment(offset);
+        segment.writable = true;
+        self.segments.insert(offset, segment);
+        self.log_start_offset = offset;
+        checkpoint::write_offset(&self.dir, LOG_START, offset)?;
+        self.epochs.clear()?;
+        self.recovery_point = offset;
+        self.durable.store(offset, Ordering::Relaxed);
+        self.persist_recovery_point()
+    }
+
+    /// DeleteRecords: makes `offset` the first readable offset and deletes the segments that
+    /// lie wholly below it.
+    pub fn advance_log_start(&mut self, offset: u64) -> Result<RetentionReport> {
+        let end = self.log_end_offset();
+        if offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start_offset,
+                log_end: end,
+            });
+        }
+        if offset > self.log_start_offset {
+            self.set_log_start(offset)?;
+        }
+        self.delete_below_log_start()
+    }
+
+    fn set_log_start(&mut self, offset: u64) -> Result<()> {
+        self.log_start_offset = offset;
+        checkpoint::write_offset(&self.dir, LOG_START, offset)?;
+        self.epochs.truncate_from_start(offset)
+    }
+
+    fn delete_below_log_start(&mut self) -> Result<RetentionReport> {
+        let mut report = RetentionReport::default();
+        loop {
+            let mut it = self.segments.iter();
+            let (Some((&first, _)), Some((&second, _))) = (it.next(), it.next()) else {
+                break;
+            };
+            if second > self.log_start_offset {
+                break;
+            }
+            self.delete_oldest(first, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    fn delete_oldest(&mut self, base: u64, report: &mut RetentionReport) -> Result<()> {
+        if let Some(segment) = self.segments.remove(&base) {
+            report.segments_deleted += 1;
+            report.bytes_deleted += segment.size;
+            segment.delete_files(&self.cache)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes closed segments by `retention.ms` and `retention.bytes` (when the cleanup
+    /// policy includes delete) and those below the log start offset. An expired active
+    /// segment is rolled first so it can go too.
+    pub fn enforce_retention(&mut self) -> Result<RetentionReport> {
+        self.check_fenced()?;
+        let mut report = self.delete_below_log_start()?;
+        if !self.config.cleanup_policy.deletes() {
+            return Ok(report);
+        }
+        let now = self.clock.now_ms();
+        if self.config.retention_ms >= 0 {
+            let cutoff = now.saturating_sub(self.config.retention_ms);
+            let active = self.active();
+            if active.size > 0 && active.max_timestamp < cutoff {
+                let end = self.log_end_offset();
+                self.roll(end)?;
+            }
+            while self.segments.len() > 1 {
+                let Some((&base, oldest)) = self.segments.iter().next() else {
+                    break;
+                };
+                if oldest.max_timestamp >= cutoff {
+                    break;
+                }
+                self.delete_oldest(base, &mut report)?;
+            }
+        }
+        if self.config.retention_bytes >= 0 {
+            let mut excess = self.size_bytes() as i64 - self.config.retention_bytes;
+            while self.segments.len() > 1 {
+                let Some((&base, oldest)) = self.segments.iter().next() else {
+                    break;
+                };
+                if excess - (oldest.size as i64) < 0 {
+                    break;
+                }
+                excess -= oldest.size as i64;
+                self.delete_oldest(base, &mut report)?;
+            }
+        }
+        let first = self.segments.keys().next().copied().unwrap_or(0);
+        if first > self.log_start_offset {
+            self.set_log_start(first)?;
+        }
+        Ok(report)
+    }
+
+    /// Runs what is due: retention, compaction and the `flush.ms` flush.
+    pub fn maintain(&mut self) -> Result<(RetentionReport, crate::CompactionReport)> {
+        let retention = self.enforce_retention()?;
+        let compaction = self.compact()?;
+        let now = self.clock.now_ms();
+        self.flush_if_due(now)?;
+        Ok((retention, compaction))
+    }
+
+    /// Flushes everything, writes the indexes in their final size and leaves the
+    /// clean-shutdown marker, so the next open trusts the files without scanning.
+    pub fn close(mut self) -> Result<()> {
+        self.flush()?;
+        let cache = Arc::clone(&self.cache);
+        self.active_mut().seal(&cache)?;
+        self.recovery_point = self.log_end_offset();
+        checkpoint::write_offset(&self.dir, RECOVERY_POINT, self.recovery_point)?;
+        let marker = self.dir.join(CLEAN_SHUTDOWN);
+        fs::File::create(&marker)
+            .and_then(|f| f.sync_all())
+            .map_err(LogError::io(&marker))?;
+        checkpoint::sync_dir(&self.dir)?;
+        for segment in self.segments.values() {
+            self.cache.remove(segment.id);
+        }
+        Ok(())
+    }
+
+    /// Closes the log's files and deletes its directory (topic deletion).
+    pub fn delete(self) -> Result<()> {
+        for segment in self.segments.values() {
+            self.cache.remove(segment.id);
+        }
+        fs::remove_dir_all(&self.dir).map_err(LogError::io(&self.dir))
+    }
+}
+
+/// Finishes or undoes file operations a crash interrupted, removes stray files and returns
+/// the base offsets of the segments, ascending.
+fn prepare_directory(dir: &Path) -> Result<Vec<u64>> {
+    let mut logs = Vec::new();
+    let mut indexes = Vec::new();
+    let entries = fs::read_dir(dir).map_err(LogError::io(dir))?;
+    for entry in entries {
+        let entry = entry.map_err(LogError::io(dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let path = entry.path();
+        if name.ends_with(".cleaned") || name.ends_with(".tmp") || name.ends_with(".deleted") {
+            // An unfinished compaction output or checkpoint write: the original is intact.
+            fs::remove_file(&path).map_err(LogError::io(&path))?;
+            continue;
+        }
+        if let Some(stem) = name.strip_suffix(".log.swap") {
+            // A compaction output that was complete (fsynced) before the crash: finish the swap.
+            if let Some(base) = parse_base(stem) {
+                let target = dir.join(file_name(base, LOG_SUFFIX));
+                fs::rename(&path, &target).map_err(LogError::io(&target))?;
+                for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                    let index = dir.join(file_name(base, suffix));
+                    if let Err(e) = fs::remove_file(&index) {
+                        if e.kind() != std::io::ErrorKind::NotFound {
+                            return Err(LogError::io(&index)(e));
+                        }
+                    }
+                }
+                logs.push(base);
+            }
+            continue;
+        }
+        let Some((stem, suffix)) = name.split_once('.') else {
+            continue;
+        };
+        let Some(base) = parse_base(stem) else {
+            continue;
+        };
+        match suffix {
+            LOG_SUFFIX => logs.push(base),
+            INDEX_SUFFIX | TIME_INDEX_SUFFIX => indexes.push((base, path)),
+            _ => {}
+        }
+    }
+    logs.sort_unstable();
+    logs.dedup();
+    for (base, path) in indexes {
+        if logs.binary_search(&base).is_err() {
+            fs::remove_file(&path).map_err(LogError::io(&path))?;
+        }
+    }
+    Ok(logs)
+}
+
+fn parse_base(stem: &str) -> Option<u64> {
+    if stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()) {
+        stem.parse().ok()
+    } else {
+        None
+    }
+}
