@@ -110,8 +110,9 @@ impl Log {
         let swap = segment.log_path.with_extension("log.swap");
         fs::rename(&cleaned, &swap).map_err(LogError::io(&swap))?;
         checkpoint::sync_dir(&dir)?;
+        // From here a crash finishes the swap on open. The old indexes go before the new log
+        // takes the name, so no index of the old file ever sits beside the new one.
         cache.remove(segment.id);
-        fs::rename(&swap, &segment.log_path).map_err(LogError::io(&segment.log_path))?;
         for path in [&segment.index_path, &segment.time_index_path] {
             if let Err(e) = fs::remove_file(path) {
                 if e.kind() != std::io::ErrorKind::NotFound {
@@ -119,6 +120,7 @@ impl Log {
                 }
             }
         }
+        fs::rename(&swap, &segment.log_path).map_err(LogError::io(&segment.log_path))?;
         checkpoint::sync_dir(&dir)?;
         let next_offset = segment.next_offset;
         segment.writable = true;
@@ -150,7 +152,7 @@ fn clean_segment(
     let mut kept_batches: Vec<Vec<u8>> = Vec::new();
     let mut removed = 0u64;
     let mut changed = false;
-    scan_batches(
+    let stop = scan_batches(
         &files.log,
         &segment.log_path,
         0,
@@ -169,6 +171,16 @@ fn clean_segment(
             Ok(true)
         },
     )?;
+    if let Some(stop) = stop {
+        // Never rewrite a segment that cannot be read to its end: the rest would be lost.
+        tracing::warn!(
+            segment = %segment.log_path.display(),
+            position = stop.position,
+            error = %stop.error,
+            "skipping compaction of a segment with an unreadable batch"
+        );
+        return Ok(None);
+    }
     if !changed {
         return Ok(None);
     }

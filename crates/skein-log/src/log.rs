@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use crate::batch::{set_log_append_time, set_offset_and_epoch, validate_batch, TimestampType};
 use crate::checkpoint::{self, CLEAN_SHUTDOWN, LOG_START, RECOVERY_POINT};
 use crate::clock::Clock;
@@ -73,8 +75,8 @@ pub struct Log {
     pub(crate) segments: BTreeMap<u64, Segment>,
     log_start_offset: u64,
     recovery_point: u64,
-    /// Highest offset made durable by background flushes of rolled segments.
-    durable: Arc<AtomicU64>,
+    /// Offsets made durable, also by background flushes of rolled segments.
+    durable: Arc<Durability>,
     epochs: LeaderEpochCache,
     unflushed_records: i64,
     first_unflushed_ms: Option<i64>,
@@ -109,7 +111,7 @@ impl Log {
             clock,
             cache,
             segments: BTreeMap::new(),
-            durable: Arc::new(AtomicU64::new(0)),
+            durable: Arc::new(Durability::default()),
             unflushed_records: 0,
             first_unflushed_ms: None,
             fenced: false,
@@ -133,7 +135,7 @@ impl Log {
             log.truncate_fully_and_start_at(start)?;
         }
         log.recovery_point = log.recovery_point.min(log.log_end_offset());
-        log.durable.store(log.recovery_point, Ordering::Relaxed);
+        log.durable.reset(log.recovery_point);
         let end = log.log_end_offset();
         log.epochs.truncate_from_end(end)?;
         let start = log.log_start_offset;
@@ -262,7 +264,7 @@ impl Log {
     /// Offsets below this were fsynced.
     pub fn recovery_point(&self) -> u64 {
         self.recovery_point
-            .max(self.durable.load(Ordering::Relaxed))
+            .max(self.durable.offset())
             .min(self.log_end_offset())
     }
 
@@ -310,7 +312,7 @@ impl Log {
     }
 
     fn check_fenced(&self) -> Result<()> {
-        if self.fenced {
+        if self.fenced || self.durable.failed() {
             return Err(LogError::Fenced {
                 path: self.dir.clone(),
             });
@@ -326,6 +328,7 @@ impl Log {
         while at < buf.len() {
             let index = metas.len();
             let header = validate_batch(&buf[at..])
+                .and_then(|h| h.compression().map(|_| h))
                 .map_err(|source| LogError::InvalidBatch { index, source })?;
             if header.size() as u64 > self.config.max_message_bytes {
                 return Err(LogError::BatchTooLarge {
@@ -476,9 +479,6 @@ impl Log {
         let cache = Arc::clone(&self.cache);
         let active = self.active_mut();
         active.seal(&cache)?;
-        let old_log = active.log_path.clone();
-        let old_index = active.index_path.clone();
-        let old_time_index = active.time_index_path.clone();
         let mut segment = self.new_segment(base_offset);
         segment.writable = true;
         // A leftover file of that name (from a truncation that crashed) holds nothing valid.
@@ -486,20 +486,62 @@ impl Log {
             file.set_len(0).map_err(LogError::io(&segment.log_path))?;
         }
         self.segments.insert(base_offset, segment);
+        // Create the new segment's files now, so the directory sync below makes them durable
+        // and a restart finds the log end in the new segment's name even before any append.
+        if let Some(segment) = self.segments.get(&base_offset) {
+            segment.files(&self.cache)?;
+        }
+        // Everything from the last durable point to the new segment is fsynced in the
+        // background; the recovery point moves only once all of it is.
+        let floor = self
+            .segments
+            .range(..=self.durable.offset())
+            .next_back()
+            .map_or(0, |(b, _)| *b);
+        let paths: Vec<PathBuf> = self
+            .segments
+            .range(floor..base_offset)
+            .flat_map(|(_, s)| {
+                [
+                    s.log_path.clone(),
+                    s.index_path.clone(),
+                    s.time_index_path.clone(),
+                ]
+            })
+            .collect();
         let durable = Arc::clone(&self.durable);
+        let generation = durable.generation();
         std::thread::Builder::new()
             .name("skein-log-flush".into())
             .spawn(move || {
-                let synced = [old_log, old_index, old_time_index]
-                    .iter()
-                    .all(|p| fs::File::open(p).and_then(|f| f.sync_all()).is_ok());
+                let synced = paths.iter().all(|p| match fs::File::open(p).and_then(|f| f.sync_all()) {
+                    Ok(()) => true,
+                    // Deleted meanwhile by retention or truncation: nothing to make durable.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+                    Err(e) => {
+                        tracing::error!(path = %p.display(), error = %e, "fsync of rolled segment failed");
+                        false
+                    }
+                });
                 if synced {
-                    durable.fetch_max(base_offset, Ordering::Relaxed);
+                    durable.raise(generation, base_offset);
+                } else {
+                    durable.fail();
                 }
             })
             .map_err(LogError::io(&self.dir))?;
         checkpoint::sync_dir(&self.dir)?;
         self.persist_recovery_point()
+    }
+
+    /// Closes the active segment now, if it holds anything, and starts the next one.
+    pub fn roll_now(&mut self) -> Result<()> {
+        self.check_fenced()?;
+        if self.active().size == 0 {
+            return Ok(());
+        }
+        let end = self.log_end_offset();
+        self.roll(end)
     }
 
     fn persist_recovery_point(&mut self) -> Result<()> {
@@ -545,7 +587,7 @@ impl Log {
             return Err(e);
         }
         self.recovery_point = end;
-        self.durable.fetch_max(end, Ordering::Relaxed);
+        self.durable.raise(self.durable.generation(), end);
         self.unflushed_records = 0;
         self.first_unflushed_ms = None;
         Ok(())
@@ -669,21 +711,29 @@ impl Log {
             }
         }
         let cache = Arc::clone(&self.cache);
+        let log_start = self.log_start_offset;
         let active = self.active_mut();
         if active.base_offset >= offset {
             // Only the first segment is left and all of it goes.
             let base = active.base_offset;
-            return self.truncate_fully_and_start_at(base.min(offset).max(self.log_start_offset));
+            return self.truncate_fully_and_start_at(base.min(offset).max(log_start));
         }
         if !active.writable {
             active.unseal(&cache);
         }
         let files = active.files(&cache)?;
-        let new_end = active.truncate_to(&files, offset)?;
+        // The batch holding `offset` goes whole, but the log never ends below its start.
+        let new_end = active.truncate_to(&files, offset)?.max(log_start);
+        let physical_end = active.physical_end(&files)?;
         drop(files);
+        if physical_end < new_end {
+            // Nothing on disk would say where the log ends after a restart: start a segment
+            // there, whose name does.
+            self.roll(new_end)?;
+        }
         self.epochs.truncate_from_end(new_end)?;
         self.recovery_point = self.recovery_point.min(new_end);
-        self.durable.store(self.recovery_point, Ordering::Relaxed);
+        self.durable.reset(self.recovery_point);
         self.persist_recovery_point()
     }
 
@@ -700,13 +750,14 @@ impl Log {
         checkpoint::write_offset(&self.dir, LOG_START, offset)?;
         self.epochs.clear()?;
         self.recovery_point = offset;
-        self.durable.store(offset, Ordering::Relaxed);
+        self.durable.reset(offset);
         self.persist_recovery_point()
     }
 
     /// DeleteRecords: makes `offset` the first readable offset and deletes the segments that
     /// lie wholly below it.
     pub fn advance_log_start(&mut self, offset: u64) -> Result<RetentionReport> {
+        self.check_fenced()?;
         let end = self.log_end_offset();
         if offset > end {
             return Err(LogError::OffsetOutOfRange {
@@ -895,5 +946,51 @@ fn parse_base(stem: &str) -> Option<u64> {
         stem.parse().ok()
     } else {
         None
+    }
+}
+
+/// How far the log is known to be fsynced, shared with background flush threads. A
+/// truncation starts a new generation, so a flush that began before it cannot vouch for
+/// offsets written after it.
+#[derive(Debug, Default)]
+struct Durability {
+    state: Mutex<DurableState>,
+}
+
+#[derive(Debug, Default)]
+struct DurableState {
+    generation: u64,
+    offset: u64,
+    failed: bool,
+}
+
+impl Durability {
+    fn offset(&self) -> u64 {
+        self.state.lock().offset
+    }
+
+    fn generation(&self) -> u64 {
+        self.state.lock().generation
+    }
+
+    fn raise(&self, generation: u64, offset: u64) {
+        let mut state = self.state.lock();
+        if state.generation == generation {
+            state.offset = state.offset.max(offset);
+        }
+    }
+
+    fn reset(&self, offset: u64) {
+        let mut state = self.state.lock();
+        state.generation += 1;
+        state.offset = offset;
+    }
+
+    fn fail(&self) {
+        self.state.lock().failed = true;
+    }
+
+    fn failed(&self) -> bool {
+        self.state.lock().failed
     }
 }

@@ -347,7 +347,7 @@ impl Segment {
         let mut last_ts = i64::MIN;
         for i in 0..self.time_entries {
             let (ts, _) = index::time_entry(&time_bytes, i);
-            if ts < last_ts {
+            if ts <= last_ts {
                 return Ok(false);
             }
             last_ts = ts;
@@ -522,6 +522,25 @@ impl Segment {
         Ok(new_end)
     }
 
+    /// One past the last offset of the batches physically in the segment (the base offset
+    /// when it is empty). Below `next_offset` when compaction or a truncation into a gap left
+    /// no batch at the end.
+    pub(crate) fn physical_end(&self, files: &SegmentFiles) -> Result<u64> {
+        let mut position = {
+            let map = files.index.lock();
+            self.index_entries
+                .checked_sub(1)
+                .map_or(0, |i| index::offset_entry(map.bytes(), i).1 as u64)
+        };
+        let mut end = self.base_offset;
+        while position < self.size {
+            let header = self.read_header(files, position)?;
+            end = header.last_offset() as u64 + 1;
+            position += header.size() as u64;
+        }
+        Ok(end)
+    }
+
     /// Makes the segment read-only: writes a final time-index entry, flushes and trims both
     /// indexes to their entries and closes its cached files.
     pub(crate) fn seal(&mut self, cache: &HandleCache) -> Result<()> {
@@ -533,12 +552,15 @@ impl Segment {
             let relative_last =
                 (self.next_offset.max(self.base_offset + 1) - 1 - self.base_offset) as u32;
             let entry = index::encode_time_entry(self.max_timestamp, relative_last);
-            if files
-                .time_index
-                .lock()
-                .write(self.time_entries * TIME_ENTRY, &entry)
-            {
+            let mut map = files.time_index.lock();
+            if map.write(self.time_entries * TIME_ENTRY, &entry) {
                 self.time_entries += 1;
+                self.last_time_entry = self.max_timestamp;
+            } else if self.time_entries > 0
+                && map.write((self.time_entries - 1) * TIME_ENTRY, &entry)
+            {
+                // Full: the final entry replaces the last one, which it dominates in both
+                // fields, so the index stays ordered and still ends at the largest timestamp.
                 self.last_time_entry = self.max_timestamp;
             }
         }

@@ -5,7 +5,9 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use skein_log::batch::{build_batch, validate_batch, Compression, NewRecord, ProducerFields, TimestampType};
+use skein_log::batch::{
+    build_batch, validate_batch, Compression, NewRecord, ProducerFields, TimestampType,
+};
 use skein_log::{CleanupPolicy, LogConfig, LogError, ManualClock};
 
 #[test]
@@ -15,7 +17,10 @@ fn appended_batches_get_consecutive_offsets_and_read_back_identical() {
     let mut log = open(dir.path(), small_config(), &clock);
     let mut expected = Vec::new();
     for i in 0..50 {
-        let mut batch = batch_of(&[record(&format!("k{i}"), Some("a"), T0), record("x", Some("b"), T0)]);
+        let mut batch = batch_of(&[
+            record(&format!("k{i}"), Some("a"), T0),
+            record("x", Some("b"), T0),
+        ]);
         let info = log.append(&mut batch, 3).unwrap();
         assert_eq!(info.first_offset, i * 2);
         assert_eq!(info.last_offset, i * 2 + 1);
@@ -56,7 +61,10 @@ fn reads_respect_max_bytes_upper_bound_and_range() {
     assert_eq!(log.read(0, u64::MAX, Some(4)).unwrap().last_offset, 3);
     assert!(log.read(4, u64::MAX, Some(4)).unwrap().is_empty());
     assert!(log.read(10, 100, None).unwrap().is_empty());
-    assert!(matches!(log.read(11, 100, None), Err(LogError::OffsetOutOfRange { offset: 11, .. })));
+    assert!(matches!(
+        log.read(11, 100, None),
+        Err(LogError::OffsetOutOfRange { offset: 11, .. })
+    ));
 }
 
 #[test]
@@ -82,13 +90,19 @@ fn invalid_input_is_rejected_and_leaves_the_log_unchanged() {
         Err(LogError::InvalidBatch { index: 1, .. })
     ));
     let mut truncated = good[..good.len() - 3].to_vec();
-    assert!(matches!(log.append(&mut truncated, 0), Err(LogError::InvalidBatch { index: 0, .. })));
+    assert!(matches!(
+        log.append(&mut truncated, 0),
+        Err(LogError::InvalidBatch { index: 0, .. })
+    ));
     let mut old_magic = good.clone();
     old_magic[16] = 1;
     assert!(log.append(&mut old_magic, 0).is_err());
     assert!(matches!(log.append(&mut [], 0), Err(LogError::EmptyAppend)));
     let mut big = sized_batch(3, 1000, T0);
-    assert!(matches!(log.append(&mut big, 0), Err(LogError::BatchTooLarge { .. })));
+    assert!(matches!(
+        log.append(&mut big, 0),
+        Err(LogError::BatchTooLarge { .. })
+    ));
 
     assert_eq!(log.size_bytes(), size);
     assert_eq!(log.log_end_offset(), 2);
@@ -100,13 +114,28 @@ fn compressed_batches_are_stored_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0));
     let mut log = open(dir.path(), LogConfig::default(), &clock);
-    for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
-        let records: Vec<NewRecord> = (0..20).map(|i| record(&format!("{i}"), Some("payload payload"), T0 + i)).collect();
+    for codec in [
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        let records: Vec<NewRecord> = (0..20)
+            .map(|i| record(&format!("{i}"), Some("payload payload"), T0 + i))
+            .collect();
         let mut batch = build_batch(&records, codec, ProducerFields::NONE).unwrap();
         let original_records = batch[61..].to_vec();
         let info = log.append(&mut batch, 0).unwrap();
-        let read = log.read(info.first_offset, 1 << 20, None).unwrap().to_verified_bytes().unwrap();
-        assert_eq!(&read[61..], &original_records[..], "{codec:?} records changed");
+        let read = log
+            .read(info.first_offset, 1 << 20, None)
+            .unwrap()
+            .to_verified_bytes()
+            .unwrap();
+        assert_eq!(
+            &read[61..],
+            &original_records[..],
+            "{codec:?} records changed"
+        );
         assert_eq!(read, batch);
     }
     let all = read_all(&log);
@@ -157,12 +186,19 @@ fn offset_and_timestamp_lookups_equal_a_full_scan_over_many_segments() {
     for target in 0..log.log_end_offset() {
         let slice = log.read(target, 1, None).unwrap();
         let batch = common::decode_all(&slice.to_verified_bytes().unwrap());
-        assert!(batch.iter().any(|r| r.0 == target), "offset {target} not in its batch");
+        assert!(
+            batch.iter().any(|r| r.0 == target),
+            "offset {target} not in its batch"
+        );
     }
     for _ in 0..300 {
         let ts = T0 + (next() % 10_500) as i64 - 200;
         let expected = all.iter().find(|r| r.3 >= ts).map(|r| (r.0, r.3));
-        assert_eq!(log.offset_for_timestamp(ts).unwrap(), expected, "timestamp {ts}");
+        assert_eq!(
+            log.offset_for_timestamp(ts).unwrap(),
+            expected,
+            "timestamp {ts}"
+        );
     }
 }
 
@@ -172,14 +208,23 @@ fn truncation_removes_the_tail_and_appends_continue() {
     let clock = Arc::new(ManualClock::new(T0));
     let mut log = open(dir.path(), small_config(), &clock);
     for i in 0..100 {
-        log.append(&mut batch_of(&[record("k", Some("v"), T0 + i), record("k", Some("w"), T0 + i)]), i as i32 / 10).unwrap();
+        log.append(
+            &mut batch_of(&[
+                record("k", Some("v"), T0 + i),
+                record("k", Some("w"), T0 + i),
+            ]),
+            i as i32 / 10,
+        )
+        .unwrap();
     }
     log.truncate_to(51).unwrap(); // mid-batch: the batch 50..=51 goes whole
     assert_eq!(log.log_end_offset(), 50);
     assert_eq!(log.latest_epoch(), Some(2));
     assert_eq!(log.end_offset_for_epoch(2).unwrap().start_offset, 50);
     assert_eq!(log.offset_for_timestamp(T0 + 25).unwrap(), None);
-    let info = log.append(&mut batch_of(&[record("z", Some("z"), T0)]), 7).unwrap();
+    let info = log
+        .append(&mut batch_of(&[record("z", Some("z"), T0)]), 7)
+        .unwrap();
     assert_eq!(info.first_offset, 50);
     let all = read_all(&log);
     assert_eq!(all.len(), 51);
@@ -201,7 +246,8 @@ fn retention_by_time_and_size_deletes_whole_old_segments() {
     let mut log = open(dir.path(), config.clone(), &clock);
     for i in 0..200 {
         clock.set(T0 + i * 1000);
-        log.append(&mut sized_batch(1, 50, T0 + i * 1000), 0).unwrap();
+        log.append(&mut sized_batch(1, 50, T0 + i * 1000), 0)
+            .unwrap();
     }
     let before = log.segment_count();
     let report = log.enforce_retention().unwrap();
@@ -210,9 +256,16 @@ fn retention_by_time_and_size_deletes_whole_old_segments() {
     assert_eq!(first.0, log.log_start_offset());
     // Everything deleted was older than the cutoff; the oldest kept segment is not wholly old.
     assert!(first.3 < T0 + 199_000 - 60_000 + 1000 * 40);
-    assert!(read_all(&log).iter().all(|r| r.3 >= T0 + 199_000 - 60_000 - 40_000));
+    assert!(read_all(&log)
+        .iter()
+        .all(|r| r.3 >= T0 + 199_000 - 60_000 - 40_000));
 
-    log.set_config(LogConfig { retention_ms: -1, retention_bytes: 2000, ..config.clone() }).unwrap();
+    log.set_config(LogConfig {
+        retention_ms: -1,
+        retention_bytes: 2000,
+        ..config.clone()
+    })
+    .unwrap();
     log.enforce_retention().unwrap();
     assert!(log.size_bytes() <= 2000 + 4096);
     assert_eq!(log.log_end_offset(), 200);
@@ -223,7 +276,12 @@ fn retention_by_time_and_size_deletes_whole_old_segments() {
     log.enforce_retention().unwrap();
     assert_eq!(log.log_start_offset(), 200);
     assert!(read_all(&log).is_empty());
-    assert_eq!(log.append(&mut sized_batch(1, 1, T0), 0).unwrap().first_offset, 200);
+    assert_eq!(
+        log.append(&mut sized_batch(1, 1, T0), 0)
+            .unwrap()
+            .first_offset,
+        200
+    );
 }
 
 #[test]
@@ -236,7 +294,10 @@ fn advancing_the_log_start_hides_and_then_deletes_old_data() {
     }
     log.advance_log_start(37).unwrap();
     assert_eq!(log.log_start_offset(), 37);
-    assert!(matches!(log.read(36, 10, None), Err(LogError::OffsetOutOfRange { .. })));
+    assert!(matches!(
+        log.read(36, 10, None),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
     assert_eq!(read_all(&log).first().unwrap().0, 37);
     assert!(log.segment_base_offsets()[0] <= 37);
     assert!(log.advance_log_start(101).is_err());
@@ -255,10 +316,20 @@ fn compaction_keeps_the_newest_value_per_key_and_preserves_offsets() {
         ..small_config()
     };
     let mut log = open(dir.path(), config.clone(), &clock);
-    let codecs = [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+    let codecs = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
     for i in 0..300u64 {
         let key = format!("key{}", i % 7);
-        let value = if i == 295 { None } else { Some(format!("v{i}")) };
+        let value = if i == 295 {
+            None
+        } else {
+            Some(format!("v{i}"))
+        };
         let rec = record(&key, value.as_deref(), T0 + i as i64);
         let mut batch = build_batch(&[rec], codecs[i as usize % 5], ProducerFields::NONE).unwrap();
         log.append(&mut batch, 0).unwrap();
@@ -311,11 +382,26 @@ fn clean_reopen_scans_nothing_and_continues_where_it_stopped() {
     let mut log = open(dir.path(), small_config(), &clock);
     let report = log.recovery_report();
     assert!(report.clean_shutdown);
-    assert_eq!((report.segments_recovered, report.bytes_scanned, report.indexes_rebuilt), (0, 0, 0));
+    assert_eq!(
+        (
+            report.segments_recovered,
+            report.bytes_scanned,
+            report.indexes_rebuilt
+        ),
+        (0, 0, 0)
+    );
     assert_eq!(log.log_end_offset(), 600);
     assert_eq!(read_all(&log), all);
-    assert_eq!(log.offset_for_timestamp(T0 + 150).unwrap().map(|x| x.0), Some(300));
-    assert_eq!(log.append(&mut sized_batch(1, 1, T0), 1).unwrap().first_offset, 600);
+    assert_eq!(
+        log.offset_for_timestamp(T0 + 150).unwrap().map(|x| x.0),
+        Some(300)
+    );
+    assert_eq!(
+        log.append(&mut sized_batch(1, 1, T0), 1)
+            .unwrap()
+            .first_offset,
+        600
+    );
     // The marker is gone once reopened: a crash now is detected.
     drop(log);
     let log = open(dir.path(), small_config(), &clock);
@@ -335,13 +421,22 @@ fn replicated_appends_keep_their_offsets_and_epochs() {
     let mut offset = 0;
     while offset < leader.log_end_offset() {
         let slice = leader.read(offset, 1000, None).unwrap();
-        follower.append_replicated(&slice.to_verified_bytes().unwrap()).unwrap();
+        follower
+            .append_replicated(&slice.to_verified_bytes().unwrap())
+            .unwrap();
         offset = slice.last_offset + 1;
     }
     assert_eq!(read_all(&follower), read_all(&leader));
     assert_eq!(follower.leader_epochs(), leader.leader_epochs());
-    let stale = leader.read(0, 1, None).unwrap().to_verified_bytes().unwrap();
-    assert!(matches!(follower.append_replicated(&stale), Err(LogError::NonMonotonicOffset { .. })));
+    let stale = leader
+        .read(0, 1, None)
+        .unwrap()
+        .to_verified_bytes()
+        .unwrap();
+    assert!(matches!(
+        follower.append_replicated(&stale),
+        Err(LogError::NonMonotonicOffset { .. })
+    ));
 }
 
 #[test]
@@ -354,17 +449,24 @@ fn thousands_of_partitions_stay_within_the_open_file_bound() {
     let manager = LogManager::open(
         dir.path(),
         LogManagerConfig {
-            default_log: LogConfig { segment_index_bytes: 64 * 1024, ..LogConfig::default() },
+            default_log: LogConfig {
+                segment_index_bytes: 64 * 1024,
+                ..LogConfig::default()
+            },
             max_open_segments: 100,
         },
         clock.clone(),
     )
     .unwrap();
-    let partitions: Vec<TopicPartition> = (0..2000).map(|i| TopicPartition::new(format!("t{}", i % 50), i / 50)).collect();
+    let partitions: Vec<TopicPartition> = (0..2000)
+        .map(|i| TopicPartition::new(format!("t{}", i % 50), i / 50))
+        .collect();
     for round in 0..2 {
         for tp in &partitions {
             let log = manager.get_or_create(tp, None).unwrap();
-            log.write().append(&mut sized_batch(1, 10, T0 + round), 0).unwrap();
+            log.write()
+                .append(&mut sized_batch(1, 10, T0 + round), 0)
+                .unwrap();
         }
         assert!(manager.handle_cache().open_segments() <= 100);
         assert!(fds() <= before + 110, "{} descriptors open", fds() - before);
@@ -377,5 +479,8 @@ fn thousands_of_partitions_stay_within_the_open_file_bound() {
     manager.close().unwrap();
     let manager = LogManager::open(dir.path(), LogManagerConfig::default(), clock).unwrap();
     assert_eq!(manager.partitions().len(), 2000);
-    assert!(manager.recovery_reports().iter().all(|(_, r)| r.clean_shutdown));
+    assert!(manager
+        .recovery_reports()
+        .iter()
+        .all(|(_, r)| r.clean_shutdown));
 }

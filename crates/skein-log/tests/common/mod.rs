@@ -1,5 +1,5 @@
 //! Helpers shared by the log engine's integration tests.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::path::Path;
 use std::sync::Arc;
@@ -63,7 +63,10 @@ pub fn read_all(log: &Log) -> Vec<Seen> {
             break;
         }
         let bytes = slice.to_verified_bytes().unwrap();
-        assert!(!bytes.is_empty(), "read at {offset} returned no whole batch");
+        assert!(
+            !bytes.is_empty(),
+            "read at {offset} returned no whole batch"
+        );
         out.extend(decode_all(&bytes).into_iter().filter(|r| r.0 >= offset));
         offset = slice.last_offset + 1;
     }
