@@ -345,36 +345,74 @@ impl Segment {
             last_position = pos as u64;
         }
         let mut last_ts = i64::MIN;
+        let mut last_time_relative = None;
         for i in 0..self.time_entries {
-            let (ts, _) = index::time_entry(&time_bytes, i);
-            if ts <= last_ts {
+            let (ts, rel) = index::time_entry(&time_bytes, i);
+            if ts < last_ts || last_time_relative.is_some_and(|l| rel <= l) {
                 return Ok(false);
             }
             last_ts = ts;
+            last_time_relative = Some(rel);
         }
         self.last_time_entry = last_ts;
         self.max_timestamp = if self.time_entries > 0 { last_ts } else { -1 };
         self.bytes_since_index = self.size - last_position;
-        if read_tail && self.size > 0 {
-            let files = self.files(cache)?;
-            let files = &*files;
-            let mut position = last_position;
-            let mut last_offset = None;
-            while position < self.size {
-                let header = match self.read_header(files, position) {
-                    Ok(h) => h,
-                    Err(LogError::CorruptSegment { .. }) => return Ok(false),
-                    Err(e) => return Err(e),
-                };
-                self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
-                last_offset = Some(header.last_offset() as u64);
-                position += header.size() as u64;
+        let files = self.files(cache)?;
+        let files = &*files;
+        // Ordered entries can still be wrong: check the first and last of each index against
+        // the batches they name (a few header reads, no scan).
+        let mut scanned = 0;
+        for i in [0, self.index_entries.saturating_sub(1)] {
+            if i >= self.index_entries {
+                break;
             }
-            if let Some(last) = last_offset {
+            let (rel, pos) = index::offset_entry(&index_bytes, i);
+            match self.read_header(files, pos as u64) {
+                Ok(h) if h.base_offset == (self.base_offset + rel as u64) as i64 => {}
+                Ok(_) | Err(LogError::CorruptSegment { .. }) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        for i in [0, self.time_entries.saturating_sub(1)] {
+            if i >= self.time_entries {
+                break;
+            }
+            let (ts, rel) = index::time_entry(&time_bytes, i);
+            let offset = self.base_offset + rel as u64;
+            match self.locate(files, offset, &mut scanned) {
+                Ok(Some((_, h))) if h.last_offset() as u64 == offset && h.max_timestamp <= ts => {}
+                Ok(_) | Err(LogError::CorruptSegment { .. }) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        // The batches after the last offset-index entry: where the segment ends, and a check
+        // that the time index ends with the final entry sealing wrote.
+        let mut position = last_position;
+        let mut last_offset = None;
+        let mut tail_max = -1;
+        while position < self.size {
+            let header = match self.read_header(files, position) {
+                Ok(h) => h,
+                Err(LogError::CorruptSegment { .. }) => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            tail_max = tail_max.max(header.max_timestamp);
+            last_offset = Some(header.last_offset() as u64);
+            position += header.size() as u64;
+        }
+        if let Some(last) = last_offset {
+            let final_entry_fits = last_time_relative
+                .is_some_and(|rel| self.base_offset + rel as u64 == last && tail_max <= last_ts);
+            if !final_entry_fits {
+                return Ok(false);
+            }
+            if read_tail {
                 self.next_offset = last + 1;
+                let first = self.read_header(files, 0)?;
+                self.first_batch_timestamp = Some(first.max_timestamp);
             }
-            let first = self.read_header(files, 0)?;
-            self.first_batch_timestamp = Some(first.max_timestamp);
+        } else if self.time_entries > 0 {
+            return Ok(false);
         }
         Ok(true)
     }
@@ -548,21 +586,35 @@ impl Segment {
             return Ok(());
         }
         let files = self.files(cache)?;
-        if self.size > 0 && self.max_timestamp > self.last_time_entry {
-            let relative_last =
-                (self.next_offset.max(self.base_offset + 1) - 1 - self.base_offset) as u32;
+        // The time index always ends with (largest timestamp, last offset): opening checks for
+        // it to tell a complete index from a cut one.
+        if self.size > 0 {
+            let relative_last = (self.physical_end(&files)? - 1 - self.base_offset) as u32;
             let entry = index::encode_time_entry(self.max_timestamp, relative_last);
             let mut map = files.time_index.lock();
-            if map.write(self.time_entries * TIME_ENTRY, &entry) {
-                self.time_entries += 1;
-                self.last_time_entry = self.max_timestamp;
-            } else if self.time_entries > 0
-                && map.write((self.time_entries - 1) * TIME_ENTRY, &entry)
-            {
+            let last = self
+                .time_entries
+                .checked_sub(1)
+                .map(|i| index::time_entry(map.bytes(), i));
+            match last {
+                // The last entry names the last batch: make it carry the largest timestamp.
+                Some((ts, rel)) if rel == relative_last => {
+                    if ts != self.max_timestamp {
+                        map.write((self.time_entries - 1) * TIME_ENTRY, &entry);
+                    }
+                }
                 // Full: the final entry replaces the last one, which it dominates in both
-                // fields, so the index stays ordered and still ends at the largest timestamp.
-                self.last_time_entry = self.max_timestamp;
+                // fields, so the index stays ordered.
+                Some(_) if self.time_entries >= self.time_capacity_entries() => {
+                    map.write((self.time_entries - 1) * TIME_ENTRY, &entry);
+                }
+                _ => {
+                    if map.write(self.time_entries * TIME_ENTRY, &entry) {
+                        self.time_entries += 1;
+                    }
+                }
             }
+            self.last_time_entry = self.max_timestamp;
         }
         for (map, path) in [
             (&files.index, &self.index_path),
