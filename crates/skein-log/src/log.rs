@@ -141,6 +141,11 @@ impl Log {
         let start = log.log_start_offset;
         log.epochs.truncate_from_start(start)?;
         log.report.segments = log.segments.len();
+        let now = log.clock.now_ms();
+        let active = log.active_mut();
+        if active.size > 0 {
+            active.rolling_started_ms = Some(now);
+        }
         Ok(log)
     }
 
@@ -420,6 +425,7 @@ impl Log {
         )?;
         let cache = Arc::clone(&self.cache);
         let active = self.active_mut();
+        active.rolling_started_ms.get_or_insert(now);
         let result = active
             .files(&cache)
             .and_then(|files| active.append(&files, bytes, metas));
@@ -462,7 +468,7 @@ impl Log {
         }
         let too_big = active.size + bytes > self.config.segment_bytes;
         let too_old = active
-            .first_batch_timestamp
+            .rolling_started_ms
             .is_some_and(|ts| now.saturating_sub(ts) >= self.config.segment_ms);
         let index_full = active.index_entries + batches >= active.index_capacity_entries()
             || active.time_entries + batches >= active.time_capacity_entries();

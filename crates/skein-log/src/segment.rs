@@ -63,8 +63,10 @@ pub(crate) struct Segment {
     pub(crate) next_offset: u64,
     /// Largest record timestamp in the segment, -1 when it has none.
     pub(crate) max_timestamp: i64,
-    /// `max_timestamp` of the first batch, which `segment.ms` is measured from.
-    pub(crate) first_batch_timestamp: Option<i64>,
+    /// Wall-clock time of the first append to this segment since it was opened, which
+    /// `segment.ms` is measured from. Producer timestamps are not used: an old timestamp would
+    /// make every append roll a new segment.
+    pub(crate) rolling_started_ms: Option<i64>,
     pub(crate) index_entries: u64,
     pub(crate) time_entries: u64,
     pub(crate) last_time_entry: i64,
@@ -93,7 +95,7 @@ impl Segment {
             size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
-            first_batch_timestamp: None,
+            rolling_started_ms: None,
             index_entries: 0,
             time_entries: 0,
             last_time_entry: i64::MIN,
@@ -203,9 +205,6 @@ impl Segment {
 
     /// Updates the in-memory state and the indexes for a batch written at `position`.
     fn index_batch(&mut self, files: &SegmentFiles, position: u64, meta: &BatchMeta) {
-        if self.first_batch_timestamp.is_none() {
-            self.first_batch_timestamp = Some(meta.max_timestamp);
-        }
         self.max_timestamp = self.max_timestamp.max(meta.max_timestamp);
         if self.bytes_since_index > self.index_interval {
             let relative_base = (meta.base_offset - self.base_offset) as u32;
@@ -408,8 +407,6 @@ impl Segment {
             }
             if read_tail {
                 self.next_offset = last + 1;
-                let first = self.read_header(files, 0)?;
-                self.first_batch_timestamp = Some(first.max_timestamp);
             }
         } else if self.time_entries > 0 {
             return Ok(false);
@@ -430,7 +427,7 @@ impl Segment {
         self.size = 0;
         self.next_offset = self.base_offset;
         self.max_timestamp = -1;
-        self.first_batch_timestamp = None;
+        self.rolling_started_ms = None;
         self.index_entries = 0;
         self.time_entries = 0;
         self.last_time_entry = i64::MIN;
@@ -555,7 +552,7 @@ impl Segment {
         };
         self.bytes_since_index = self.size - last_index_position;
         if self.size == 0 {
-            self.first_batch_timestamp = None;
+            self.rolling_started_ms = None;
         }
         Ok(new_end)
     }

@@ -1,1 +1,68 @@
-fn main() {}
+//! `skein`: runs Skein and its tools.
+
+mod bench;
+mod dev;
+mod dump;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "skein",
+    version,
+    about = "Skein: a Kafka-compatible messaging service"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run Skein locally with embedded defaults (data under ./skein-data)
+    Dev(dev::DevArgs),
+    /// Measure Skein against references taken in the same run
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Inspect log files
+    #[command(subcommand)]
+    Log(LogCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum LogCommand {
+    /// Print the batches of a segment file (`<base offset>.log`) and check their CRCs
+    Dump {
+        /// The segment file
+        path: PathBuf,
+        /// Also print every record's key, value size and timestamp
+        #[arg(long)]
+        records: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Dev(args) => dev::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
+        Command::Log(LogCommand::Dump { path, records }) => dump::run(&path, records),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("skein: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
