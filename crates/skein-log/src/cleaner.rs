@@ -10,9 +10,9 @@
 //!    timestamps, producer fields and codec, so offsets and producer state are preserved.
 //!    Control batches are kept as they are.
 //! 3. Swap atomically: fsync `.cleaned`, rename it to `.log.swap`, fsync the directory,
-//!    rename `.log.swap` over `.log`, drop the old indexes and rebuild them. A crash before the
-//!    second rename leaves the original (the `.cleaned` or `.swap` file is deleted or finished
-//!    on open, see `prepare_directory`).
+//!    delete the old indexes, rename `.log.swap` over `.log`, fsync the directory and rebuild
+//!    the indexes. A crash before the rename to `.swap` leaves the original (the `.cleaned`
+//!    file is deleted on open); after it, open finishes the swap (see `prepare_directory`).
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -42,6 +42,7 @@ pub struct CompactionReport {
 impl Log {
     /// Compacts the closed segments when the cleanup policy includes compact.
     pub fn compact(&mut self) -> Result<CompactionReport> {
+        self.check_fenced()?;
         let mut report = CompactionReport::default();
         if !self.config.cleanup_policy.compacts() {
             return Ok(report);
@@ -128,7 +129,7 @@ impl Log {
         segment.recover(&files)?;
         drop(files);
         segment.next_offset = next_offset;
-        segment.seal(&cache)
+        segment.seal(&cache, true)
     }
 }
 

@@ -30,7 +30,8 @@ impl CleanupPolicy {
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would exceed this.
     pub segment_bytes: u64,
-    /// `segment.ms`: roll when the active segment's first batch is this old.
+    /// `segment.ms`: roll when the active segment took its first append this long ago
+    /// (wall clock, since the log was opened).
     pub segment_ms: i64,
     /// `segment.index.bytes`: preallocated size of each index file.
     pub segment_index_bytes: u64,

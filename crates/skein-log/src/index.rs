@@ -5,8 +5,9 @@
 //! the `.log`. Entries ascend in both fields.
 //!
 //! `.timeindex`: 12-byte entries `timestamp: i64 | relative_offset: u32`, big-endian. An entry
-//! says: the largest timestamp of all records at or below this offset is `timestamp`. Entries
-//! ascend in both fields.
+//! says: the largest timestamp of all records at or below this offset is `timestamp`.
+//! Timestamps never decrease and relative offsets rise strictly. The last entry of a sealed
+//! segment always names its last batch.
 
 #![allow(unsafe_code)]
 
@@ -32,7 +33,7 @@ impl IndexMap {
             return Ok(Self::Empty);
         }
         // SAFETY: index files belong to this log alone; they are only resized by this crate
-        // after the mapping covering them has been dropped (see `Segment::trim_indexes`).
+        // after the mapping covering them has been dropped (see `Segment::seal`).
         let map = unsafe { MmapOptions::new().len(len as usize).map(file)? };
         Ok(Self::ReadOnly(map))
     }
@@ -68,13 +69,6 @@ impl IndexMap {
                 }
             }
             Self::Empty | Self::ReadOnly(_) => false,
-        }
-    }
-
-    pub(crate) fn flush(&self) -> std::io::Result<()> {
-        match self {
-            Self::Writable(m) => m.flush(),
-            Self::Empty | Self::ReadOnly(_) => Ok(()),
         }
     }
 }

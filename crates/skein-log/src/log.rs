@@ -74,10 +74,13 @@ pub struct Log {
     pub(crate) cache: Arc<HandleCache>,
     pub(crate) segments: BTreeMap<u64, Segment>,
     log_start_offset: u64,
-    recovery_point: u64,
     /// Offsets made durable, also by background flushes of rolled segments.
     durable: Arc<Durability>,
     epochs: LeaderEpochCache,
+    /// A segment file was created since the directory was last fsynced.
+    dir_dirty: bool,
+    /// Background fsyncs of rolled segments still running.
+    flushers: Vec<std::thread::JoinHandle<()>>,
     unflushed_records: i64,
     first_unflushed_ms: Option<i64>,
     fenced: bool,
@@ -105,13 +108,17 @@ impl Log {
         let mut log = Self {
             epochs: LeaderEpochCache::load(&dir),
             log_start_offset: checkpoint::read_offset(&dir, LOG_START).unwrap_or(0),
-            recovery_point: checkpoint::read_offset(&dir, RECOVERY_POINT).unwrap_or(0),
+            durable: Arc::new(Durability::new(
+                &dir,
+                checkpoint::read_offset(&dir, RECOVERY_POINT).unwrap_or(0),
+            )),
             dir,
             config,
             clock,
             cache,
             segments: BTreeMap::new(),
-            durable: Arc::new(Durability::default()),
+            dir_dirty: false,
+            flushers: Vec::new(),
             unflushed_records: 0,
             first_unflushed_ms: None,
             fenced: false,
@@ -134,8 +141,12 @@ impl Log {
             let start = log.log_start_offset;
             log.truncate_fully_and_start_at(start)?;
         }
-        log.recovery_point = log.recovery_point.min(log.log_end_offset());
-        log.durable.reset(log.recovery_point);
+        let recovery_point = log.durable.offset().min(log.log_end_offset());
+        log.durable.reset(recovery_point);
+        if log.dir_dirty {
+            checkpoint::sync_dir(&log.dir)?;
+            log.dir_dirty = false;
+        }
         let end = log.log_end_offset();
         log.epochs.truncate_from_end(end)?;
         let start = log.log_start_offset;
@@ -167,7 +178,7 @@ impl Log {
             bases
                 .iter()
                 .copied()
-                .filter(|&b| b <= self.recovery_point)
+                .filter(|&b| b <= self.durable.offset())
                 .max()
                 .unwrap_or(0)
         };
@@ -189,7 +200,7 @@ impl Log {
                 self.report.bytes_scanned += segment.size + cut;
                 self.report.bytes_truncated += cut;
                 if !is_last {
-                    segment.seal(&self.cache)?;
+                    segment.seal(&self.cache, true)?;
                 }
                 if cut > 0 {
                     damaged_at = Some(i);
@@ -225,6 +236,8 @@ impl Log {
             None => {
                 let mut segment = self.new_segment(self.log_start_offset);
                 segment.writable = true;
+                segment.files(&self.cache)?;
+                self.dir_dirty = true;
                 self.segments.insert(segment.base_offset, segment);
             }
         }
@@ -268,9 +281,7 @@ impl Log {
 
     /// Offsets below this were fsynced.
     pub fn recovery_point(&self) -> u64 {
-        self.recovery_point
-            .max(self.durable.offset())
-            .min(self.log_end_offset())
+        self.durable.offset().min(self.log_end_offset())
     }
 
     /// Bytes of all segments.
@@ -316,7 +327,7 @@ impl Log {
         }
     }
 
-    fn check_fenced(&self) -> Result<()> {
+    pub(crate) fn check_fenced(&self) -> Result<()> {
         if self.fenced || self.durable.failed() {
             return Err(LogError::Fenced {
                 path: self.dir.clone(),
@@ -376,6 +387,7 @@ impl Log {
         if leader_epoch >= 0 {
             self.assign_epoch(leader_epoch, info.first_offset)?;
         }
+        self.flush_if_due(now)?;
         Ok(AppendInfo {
             log_append_time: log_append_time.then_some(now),
             ..info
@@ -402,6 +414,7 @@ impl Log {
         for meta in &metas {
             self.assign_epoch(meta.leader_epoch, meta.base_offset)?;
         }
+        self.flush_if_due(now)?;
         Ok(info)
     }
 
@@ -416,13 +429,16 @@ impl Log {
     fn write(&mut self, bytes: &[u8], metas: &[BatchMeta], now: i64) -> Result<AppendInfo> {
         let first = metas[0];
         let last = metas[metas.len() - 1];
-        self.maybe_roll(
+        if let Err(e) = self.maybe_roll(
             bytes.len() as u64,
             metas.len() as u64,
             first.base_offset,
             last.last_offset,
             now,
-        )?;
+        ) {
+            self.fenced = true;
+            return Err(e);
+        }
         let cache = Arc::clone(&self.cache);
         let active = self.active_mut();
         active.rolling_started_ms.get_or_insert(now);
@@ -436,7 +452,6 @@ impl Log {
         let records: u64 = metas.iter().map(|m| m.records).sum();
         self.unflushed_records = self.unflushed_records.saturating_add(records as i64);
         self.first_unflushed_ms.get_or_insert(now);
-        self.flush_if_due(now)?;
         Ok(AppendInfo {
             first_offset: first.base_offset,
             last_offset: last.last_offset,
@@ -483,22 +498,22 @@ impl Log {
     /// fsynced in the background; the recovery point moves once that is done.
     fn roll(&mut self, base_offset: u64) -> Result<()> {
         let cache = Arc::clone(&self.cache);
-        let active = self.active_mut();
-        active.seal(&cache)?;
+        // No fsync here: the append that rolls must not wait for the disk. The background
+        // flush below makes the sealed segment durable.
+        self.active_mut().seal(&cache, false)?;
         let mut segment = self.new_segment(base_offset);
         segment.writable = true;
         // A leftover file of that name (from a truncation that crashed) holds nothing valid.
         if let Ok(file) = fs::OpenOptions::new().write(true).open(&segment.log_path) {
             file.set_len(0).map_err(LogError::io(&segment.log_path))?;
         }
+        // Create the new segment's files now, so a restart finds the log end in the new
+        // segment's name even before any append.
+        segment.files(&self.cache)?;
         self.segments.insert(base_offset, segment);
-        // Create the new segment's files now, so the directory sync below makes them durable
-        // and a restart finds the log end in the new segment's name even before any append.
-        if let Some(segment) = self.segments.get(&base_offset) {
-            segment.files(&self.cache)?;
-        }
+        self.dir_dirty = true;
         // Everything from the last durable point to the new segment is fsynced in the
-        // background; the recovery point moves only once all of it is.
+        // background, then the directory; the recovery point moves only once all of it is.
         let floor = self
             .segments
             .range(..=self.durable.offset())
@@ -517,27 +532,43 @@ impl Log {
             .collect();
         let durable = Arc::clone(&self.durable);
         let generation = durable.generation();
-        std::thread::Builder::new()
+        let dir = self.dir.clone();
+        self.flushers.retain(|f| !f.is_finished());
+        let flusher = std::thread::Builder::new()
             .name("skein-log-flush".into())
             .spawn(move || {
-                let synced = paths.iter().all(|p| match fs::File::open(p).and_then(|f| f.sync_all()) {
-                    Ok(()) => true,
-                    // Deleted meanwhile by retention or truncation: nothing to make durable.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-                    Err(e) => {
-                        tracing::error!(path = %p.display(), error = %e, "fsync of rolled segment failed");
-                        false
+                let synced = paths.iter().all(|p| {
+                    match fs::File::open(p).and_then(|f| f.sync_all()) {
+                        Ok(()) => true,
+                        // Deleted meanwhile by retention or truncation: nothing to keep.
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+                        Err(e) => {
+                            tracing::error!(path = %p.display(), error = %e, "fsync of rolled segment failed");
+                            false
+                        }
                     }
-                });
+                }) && checkpoint::sync_dir(&dir).is_ok();
                 if synced {
                     durable.raise(generation, base_offset);
+                    if let Err(e) = durable.persist() {
+                        tracing::warn!(error = %e, "failed to write the recovery point");
+                    }
                 } else {
                     durable.fail();
                 }
             })
             .map_err(LogError::io(&self.dir))?;
-        checkpoint::sync_dir(&self.dir)?;
-        self.persist_recovery_point()
+        self.flushers.push(flusher);
+        Ok(())
+    }
+
+    /// Waits for the background fsyncs of rolled segments.
+    fn join_flushers(&mut self) {
+        for flusher in self.flushers.drain(..) {
+            if flusher.join().is_err() {
+                self.durable.fail();
+            }
+        }
     }
 
     /// Closes the active segment now, if it holds anything, and starts the next one.
@@ -548,11 +579,6 @@ impl Log {
         }
         let end = self.log_end_offset();
         self.roll(end)
-    }
-
-    fn persist_recovery_point(&mut self) -> Result<()> {
-        self.recovery_point = self.recovery_point();
-        checkpoint::write_offset(&self.dir, RECOVERY_POINT, self.recovery_point)
     }
 
     /// Fsyncs when `flush.messages` or `flush.ms` says so.
@@ -588,11 +614,15 @@ impl Log {
                 break;
             }
         }
+        if result.is_ok() && self.dir_dirty {
+            // New segment files must be findable after a power loss too.
+            result = checkpoint::sync_dir(&self.dir);
+            self.dir_dirty = false;
+        }
         if let Err(e) = result {
             self.fenced = true;
             return Err(e);
         }
-        self.recovery_point = end;
         self.durable.raise(self.durable.generation(), end);
         self.unflushed_records = 0;
         self.first_unflushed_ms = None;
@@ -738,26 +768,27 @@ impl Log {
             self.roll(new_end)?;
         }
         self.epochs.truncate_from_end(new_end)?;
-        self.recovery_point = self.recovery_point.min(new_end);
-        self.durable.reset(self.recovery_point);
-        self.persist_recovery_point()
+        self.durable.reset(self.durable.offset().min(new_end));
+        self.durable.persist()
     }
 
     /// Deletes everything and starts an empty log at `offset` (a follower that fell behind
     /// the leader's log start).
     pub fn truncate_fully_and_start_at(&mut self, offset: u64) -> Result<()> {
+        self.check_fenced()?;
         for (_, segment) in std::mem::take(&mut self.segments) {
             segment.delete_files(&self.cache)?;
         }
         let mut segment = self.new_segment(offset);
         segment.writable = true;
+        segment.files(&self.cache)?;
         self.segments.insert(offset, segment);
+        checkpoint::sync_dir(&self.dir)?;
         self.log_start_offset = offset;
         checkpoint::write_offset(&self.dir, LOG_START, offset)?;
         self.epochs.clear()?;
-        self.recovery_point = offset;
         self.durable.reset(offset);
-        self.persist_recovery_point()
+        self.durable.persist()
     }
 
     /// DeleteRecords: makes `offset` the first readable offset and deletes the segments that
@@ -867,11 +898,11 @@ impl Log {
     /// Flushes everything, writes the indexes in their final size and leaves the
     /// clean-shutdown marker, so the next open trusts the files without scanning.
     pub fn close(mut self) -> Result<()> {
+        self.join_flushers();
         self.flush()?;
         let cache = Arc::clone(&self.cache);
-        self.active_mut().seal(&cache)?;
-        self.recovery_point = self.log_end_offset();
-        checkpoint::write_offset(&self.dir, RECOVERY_POINT, self.recovery_point)?;
+        self.active_mut().seal(&cache, true)?;
+        self.durable.persist()?;
         let marker = self.dir.join(CLEAN_SHUTDOWN);
         fs::File::create(&marker)
             .and_then(|f| f.sync_all())
@@ -889,6 +920,15 @@ impl Log {
             self.cache.remove(segment.id);
         }
         fs::remove_dir_all(&self.dir).map_err(LogError::io(&self.dir))
+    }
+}
+
+impl Drop for Log {
+    /// A log dropped without `close` is left as a crash would leave it (no clean-shutdown
+    /// marker), except that its background fsyncs finish first: none of them may touch the
+    /// directory after another `Log` has opened it.
+    fn drop(&mut self) {
+        self.join_flushers();
     }
 }
 
@@ -911,8 +951,7 @@ fn prepare_directory(dir: &Path) -> Result<Vec<u64>> {
         if let Some(stem) = name.strip_suffix(".log.swap") {
             // A compaction output that was complete (fsynced) before the crash: finish the swap.
             if let Some(base) = parse_base(stem) {
-                let target = dir.join(file_name(base, LOG_SUFFIX));
-                fs::rename(&path, &target).map_err(LogError::io(&target))?;
+                // Same order as the cleaner: old indexes first, then the new log.
                 for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
                     let index = dir.join(file_name(base, suffix));
                     if let Err(e) = fs::remove_file(&index) {
@@ -921,6 +960,9 @@ fn prepare_directory(dir: &Path) -> Result<Vec<u64>> {
                         }
                     }
                 }
+                let target = dir.join(file_name(base, LOG_SUFFIX));
+                fs::rename(&path, &target).map_err(LogError::io(&target))?;
+                checkpoint::sync_dir(dir)?;
                 logs.push(base);
             }
             continue;
@@ -955,11 +997,12 @@ fn parse_base(stem: &str) -> Option<u64> {
     }
 }
 
-/// How far the log is known to be fsynced, shared with background flush threads. A
-/// truncation starts a new generation, so a flush that began before it cannot vouch for
-/// offsets written after it.
-#[derive(Debug, Default)]
+/// How far the log is known to be fsynced, shared with background flush threads, and the
+/// `recovery-point-offset-checkpoint` that records it. A truncation starts a new generation,
+/// so a flush that began before it cannot vouch for offsets written after it.
+#[derive(Debug)]
 struct Durability {
+    dir: PathBuf,
     state: Mutex<DurableState>,
 }
 
@@ -971,6 +1014,16 @@ struct DurableState {
 }
 
 impl Durability {
+    fn new(dir: &Path, offset: u64) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            state: Mutex::new(DurableState {
+                offset,
+                ..DurableState::default()
+            }),
+        }
+    }
+
     fn offset(&self) -> u64 {
         self.state.lock().offset
     }
@@ -990,6 +1043,13 @@ impl Durability {
         let mut state = self.state.lock();
         state.generation += 1;
         state.offset = offset;
+    }
+
+    /// Writes the checkpoint; holding the lock keeps writers from interleaving and the file
+    /// from getting ahead of the state.
+    fn persist(&self) -> Result<()> {
+        let state = self.state.lock();
+        checkpoint::write_offset(&self.dir, RECOVERY_POINT, state.offset)
     }
 
     fn fail(&self) {

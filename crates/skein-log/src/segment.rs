@@ -306,9 +306,10 @@ impl Segment {
         Ok(None)
     }
 
-    /// Trusts the files of a segment closed cleanly: sizes and the last index entries, plus a
-    /// short read of the batch headers after the last index entry when `read_tail` is set.
-    /// Returns false when the indexes do not fit the log and must be rebuilt.
+    /// Loads a segment without scanning its data: index lengths and order, the first and last
+    /// entry of each index checked against the batches they name, and the headers after the
+    /// last offset-index entry. For the active segment (`read_tail`) that tail also gives the
+    /// end offset. Returns false when the indexes do not fit the log and must be rebuilt.
     pub(crate) fn load(&mut self, cache: &HandleCache, read_tail: bool) -> Result<bool> {
         cache.remove(self.id);
         self.size = fs::metadata(&self.log_path)
@@ -576,9 +577,9 @@ impl Segment {
         Ok(end)
     }
 
-    /// Makes the segment read-only: writes a final time-index entry, flushes and trims both
-    /// indexes to their entries and closes its cached files.
-    pub(crate) fn seal(&mut self, cache: &HandleCache) -> Result<()> {
+    /// Makes the segment read-only: writes the final time-index entry, trims both indexes to
+    /// their entries (fsyncing them when `sync`) and closes its cached files.
+    pub(crate) fn seal(&mut self, cache: &HandleCache, sync: bool) -> Result<()> {
         if !self.writable {
             return Ok(());
         }
@@ -613,18 +614,15 @@ impl Segment {
             }
             self.last_time_entry = self.max_timestamp;
         }
-        for (map, path) in [
-            (&files.index, &self.index_path),
-            (&files.time_index, &self.time_index_path),
-        ] {
-            let mut map = map.lock();
-            map.flush().map_err(LogError::io(path))?;
-            *map = IndexMap::Empty;
+        // Unmap before trimming: nothing may map a file past its new end. Pages written through
+        // the map stay in the page cache and reach the disk with the file's next fsync.
+        for map in [&files.index, &files.time_index] {
+            *map.lock() = IndexMap::Empty;
         }
         drop(files);
         cache.remove(self.id);
-        trim(&self.index_path, self.index_entries * OFFSET_ENTRY)?;
-        trim(&self.time_index_path, self.time_entries * TIME_ENTRY)?;
+        trim(&self.index_path, self.index_entries * OFFSET_ENTRY, sync)?;
+        trim(&self.time_index_path, self.time_entries * TIME_ENTRY, sync)?;
         self.writable = false;
         Ok(())
     }
@@ -658,7 +656,7 @@ fn file_len(path: &Path) -> Result<Option<u64>> {
     }
 }
 
-fn trim(path: &Path, len: u64) -> Result<()> {
+fn trim(path: &Path, len: u64, sync: bool) -> Result<()> {
     let file = OpenOptions::new()
         .write(true)
         .create(true)
@@ -666,7 +664,10 @@ fn trim(path: &Path, len: u64) -> Result<()> {
         .open(path)
         .map_err(LogError::io(path))?;
     file.set_len(len).map_err(LogError::io(path))?;
-    file.sync_all().map_err(LogError::io(path))
+    if sync {
+        file.sync_all().map_err(LogError::io(path))?;
+    }
+    Ok(())
 }
 
 fn open_writable_index(path: &Path, capacity: u64) -> Result<IndexMap> {

@@ -484,3 +484,23 @@ fn thousands_of_partitions_stay_within_the_open_file_bound() {
         .iter()
         .all(|(_, r)| r.clean_shutdown));
 }
+
+#[test]
+fn segment_ms_rolls_by_wall_clock_not_by_old_producer_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let config = LogConfig {
+        segment_ms: 60_000,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config, &clock);
+    // Timestamps a year old must not roll a segment per append.
+    for _ in 0..20 {
+        log.append(&mut sized_batch(1, 10, T0 - 365 * 86_400_000), 0)
+            .unwrap();
+    }
+    assert_eq!(log.segment_count(), 1);
+    clock.advance(60_000);
+    log.append(&mut sized_batch(1, 10, T0), 0).unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 20]);
+}

@@ -2,7 +2,7 @@
 //!
 //! Today that is the log engine: it opens (and recovers) every partition under the data
 //! directory, runs retention, compaction and time-based flushes, and closes every log
-//! cleanly on Ctrl-C.
+//! cleanly on Ctrl-C (SIGINT) or SIGTERM.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use skein_log::{LogManager, LogManagerConfig, SystemClock};
+use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct DevArgs {
@@ -50,6 +51,10 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             report.segments_recovered, report.bytes_scanned, report.bytes_truncated
         );
     }
+    // Listen before saying so: a Ctrl-C that arrives in between must not kill the process
+    // before the logs are closed.
+    let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
     println!("this build contains the log engine only; the Kafka listener, gateway and control plane are not part of it yet");
     println!(
         "running retention and compaction every {}s; press Ctrl-C to stop",
@@ -61,10 +66,8 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     ticks.tick().await;
     loop {
         tokio::select! {
-            signal = tokio::signal::ctrl_c() => {
-                signal.context("failed to listen for Ctrl-C")?;
-                break;
-            }
+            _ = interrupt.recv() => break,
+            _ = terminate.recv() => break,
             _ = ticks.tick() => {
                 let m = Arc::clone(&manager);
                 match tokio::task::spawn_blocking(move || m.maintain()).await? {

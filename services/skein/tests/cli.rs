@@ -1,0 +1,165 @@
+//! The `skein` binary, run as a user runs it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use skein_log::batch::{build_batch, Compression, NewRecord, ProducerFields};
+use skein_log::{HandleCache, Log, LogConfig, SystemClock};
+
+const SKEIN: &str = env!("CARGO_BIN_EXE_skein");
+
+fn batch(n: usize) -> Vec<u8> {
+    let records: Vec<NewRecord> = (0..n)
+        .map(|i| NewRecord {
+            key: Some(format!("key{i}").into_bytes()),
+            value: Some(b"value".to_vec()),
+            headers: Vec::new(),
+            timestamp: 1_700_000_000_000,
+        })
+        .collect();
+    build_batch(&records, Compression::None, ProducerFields::NONE).unwrap()
+}
+
+fn open(dir: &std::path::Path) -> Log {
+    Log::open(
+        dir,
+        LogConfig::default(),
+        Arc::new(SystemClock),
+        HandleCache::new(8),
+    )
+    .unwrap()
+}
+
+#[test]
+fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
+    let data = tempfile::tempdir().unwrap();
+    let partition = data.path().join("orders-0");
+    let mut log = open(&partition);
+    for _ in 0..10 {
+        log.append(&mut batch(3), 0).unwrap();
+    }
+    drop(log); // as if the last process was killed
+
+    let mut child = Command::new(SKEIN)
+        .args(["dev", "--data-dir"])
+        .arg(data.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !seen.contains("press Ctrl-C") {
+        assert!(Instant::now() < deadline, "skein dev did not start: {seen}");
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "skein dev exited: {seen}"
+        );
+        seen.push_str(&line);
+    }
+    assert!(
+        seen.contains("1 partition(s) opened, 1 recovered after an unclean shutdown"),
+        "{seen}"
+    );
+    assert!(seen.contains("orders-0: scanned 1 segment(s)"), "{seen}");
+
+    let status = Command::new("kill")
+        .arg("-INT")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    assert!(rest.contains("closed cleanly"), "{rest}");
+
+    let log = open(&partition);
+    assert!(log.recovery_report().clean_shutdown);
+    assert_eq!(log.recovery_report().bytes_scanned, 0);
+    assert_eq!(log.log_end_offset(), 30);
+}
+
+#[test]
+fn log_dump_lists_batches_and_fails_on_a_corrupt_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    log.append(&mut batch(2), 4).unwrap();
+    log.append(&mut batch(3), 4).unwrap();
+    log.close().unwrap();
+    let segment = dir.path().join("00000000000000000000.log");
+    let out = Command::new(SKEIN)
+        .args(["log", "dump", "--records"])
+        .arg(&segment)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("base_offset 2 last_offset 4 count 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("offset 4 timestamp 1700000000000 key key2 value_bytes 5"),
+        "{text}"
+    );
+    assert!(text.contains("2 batch(es)"), "{text}");
+
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&segment, bytes).unwrap();
+    let out = Command::new(SKEIN)
+        .args(["log", "dump"])
+        .arg(&segment)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("invalid batch: batch crc"));
+}
+
+#[test]
+fn bench_log_runs_end_to_end_and_reports_ratios() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench_dir = dir.path().join("bench");
+    let out = Command::new(SKEIN)
+        .args([
+            "bench",
+            "log",
+            "--size-mib",
+            "8",
+            "--lookups",
+            "200",
+            "--dir",
+        ])
+        .arg(&bench_dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for figure in [
+        "ratio log/raw",
+        "random offset",
+        "random timestamp",
+        "after clean shutdown",
+        "no recovery point",
+    ] {
+        assert!(text.contains(figure), "missing {figure}: {text}");
+    }
+    assert!(
+        !bench_dir.try_exists().unwrap(),
+        "the bench directory is removed afterwards"
+    );
+}
