@@ -124,6 +124,27 @@ pub(crate) fn lookup_offset(bytes: &[u8], entries: u64, target: u32) -> Option<(
     lo.checked_sub(1).map(|i| offset_entry(bytes, i))
 }
 
+/// The last offset-index entry whose relative offset is at most `max_relative` and whose
+/// position is at most `max_position` (both fields ascend, so those entries form a prefix).
+pub(crate) fn last_entry_within(
+    bytes: &[u8],
+    entries: u64,
+    max_relative: u32,
+    max_position: u32,
+) -> Option<(u32, u32)> {
+    let (mut lo, mut hi) = (0u64, entries);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let (rel, pos) = offset_entry(bytes, mid);
+        if rel <= max_relative && pos <= max_position {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo.checked_sub(1).map(|i| offset_entry(bytes, i))
+}
+
 /// The last time-index entry whose timestamp is below `target`.
 pub(crate) fn lookup_time_below(bytes: &[u8], entries: u64, target: i64) -> Option<(i64, u32)> {
     let (mut lo, mut hi) = (0u64, entries);
@@ -154,6 +175,21 @@ mod tests {
         assert_eq!(lookup_offset(&bytes, 4, 1000), Some((35, 12400)));
         assert_eq!(lookup_offset(&bytes[8..], 3, 5), None);
         assert_eq!(lookup_offset(&bytes, 0, 5), None);
+    }
+
+    #[test]
+    fn last_entry_within_respects_both_limits() {
+        let mut bytes = Vec::new();
+        for (rel, pos) in [(0u32, 0u32), (10, 4100), (20, 8200), (35, 12400)] {
+            bytes.extend_from_slice(&encode_offset_entry(rel, pos));
+        }
+        assert_eq!(last_entry_within(&bytes, 4, 100, 9000), Some((20, 8200)));
+        assert_eq!(last_entry_within(&bytes, 4, 19, 90000), Some((10, 4100)));
+        assert_eq!(
+            last_entry_within(&bytes, 4, 100, 100_000),
+            Some((35, 12400))
+        );
+        assert_eq!(last_entry_within(&bytes[8..], 3, 5, 100), None);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::config::LogConfig;
 use crate::epoch::{EpochEntry, LeaderEpochCache};
 use crate::error::{LogError, Result};
 use crate::files::HandleCache;
+use crate::index;
 use crate::read::{FileRegion, ReadSlice};
 use crate::segment::{file_name, BatchMeta, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 
@@ -662,7 +663,24 @@ impl Log {
             }
             let mut len = first.size() as u64;
             let mut last_offset = first.last_offset() as u64;
-            let mut batches = 1;
+            // Jump over whole batches with the index rather than reading each header: the
+            // last entry that starts within `max_bytes` (and below the bound) ends the run of
+            // batches before it.
+            let jump = {
+                let map = files.index.lock();
+                index::last_entry_within(
+                    map.bytes(),
+                    segment.index_entries,
+                    (bound - segment.base_offset).min(u32::MAX as u64) as u32,
+                    (position + max_bytes).min(u32::MAX as u64) as u32,
+                )
+            };
+            if let Some((rel, pos)) = jump {
+                if pos as u64 > position + len {
+                    len = pos as u64 - position;
+                    last_offset = segment.base_offset + rel as u64 - 1;
+                }
+            }
             while position + len < segment.size {
                 let next = segment.read_header(&files, position + len)?;
                 if len + next.size() as u64 > max_bytes || next.base_offset as u64 >= bound {
@@ -670,7 +688,6 @@ impl Log {
                 }
                 len += next.size() as u64;
                 last_offset = next.last_offset() as u64;
-                batches += 1;
             }
             self.stats
                 .lookup_bytes_scanned
@@ -679,7 +696,6 @@ impl Log {
                 region: Some(FileRegion::new(files, segment.base_offset, position, len)),
                 first_offset: first.base_offset as u64,
                 last_offset,
-                batches,
             });
         }
         Ok(ReadSlice::empty())

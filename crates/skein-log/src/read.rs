@@ -69,9 +69,9 @@ pub struct ReadSlice {
     pub region: Option<FileRegion>,
     /// Base offset of the first batch (it may be below the offset asked for).
     pub first_offset: u64,
-    /// Last offset of the last batch.
+    /// Reading on from `last_offset + 1` continues after the returned batches. It is the last
+    /// offset of the last batch, or one below the base offset of the batch that follows.
     pub last_offset: u64,
-    pub batches: usize,
 }
 
 impl ReadSlice {
@@ -80,7 +80,6 @@ impl ReadSlice {
             region: None,
             first_offset: 0,
             last_offset: 0,
-            batches: 0,
         }
     }
 

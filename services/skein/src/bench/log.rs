@@ -41,6 +41,9 @@ pub(crate) struct LogBenchArgs {
     /// Seed of the random lookups
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Rounds of the append comparison (each writes the partition twice: raw and log)
+    #[arg(long, default_value_t = 6)]
+    rounds: usize,
 }
 
 const RECORD_BYTES: usize = 1024;
@@ -102,60 +105,62 @@ fn bench(args: &LogBenchArgs) -> anyhow::Result<()> {
     // --- append --------------------------------------------------------------------------
     let raw_path = args.dir.join("raw");
     let log_dir = args.dir.join("bench-0");
-    let mut raw_best = Duration::MAX;
-    let mut raw_sync = Duration::ZERO;
-    let mut log_best = Duration::MAX;
-    let mut log_sync = Duration::ZERO;
-    // This disk (a virtual one) writes a new file markedly slower right after another large
-    // file was written, whichever writer comes second. So the two alternate which goes first,
-    // each deletes its file before the other runs, and the best round of each counts.
-    let orders = [true, false, true, false];
-    for (round, raw_first) in orders.into_iter().enumerate() {
-        let mut raw_round = Duration::ZERO;
-        let mut log_round = Duration::ZERO;
+    // On this machine (a virtual one) the speed of writing into freshly allocated page cache
+    // swings by 2x from one run to the next, whatever writes. So the two writers alternate
+    // which goes first, each deletes its files before the other runs, and the medians and
+    // bests over all rounds are compared.
+    let mut raw_runs: Vec<(Duration, Duration)> = Vec::new();
+    let mut log_runs: Vec<(Duration, Duration)> = Vec::new();
+    for round in 0..args.rounds {
+        let raw_first = round % 2 == 0;
         for raw_turn in [raw_first, !raw_first] {
             let _ = fs::remove_dir_all(&raw_path);
             let _ = fs::remove_dir_all(&log_dir);
             if raw_turn {
-                let (write, sync) = raw_write(&raw_path, &template, batches)?;
+                raw_runs.push(raw_write(&raw_path, &template, batches)?);
                 fs::remove_dir_all(&raw_path)?;
-                raw_round = write;
-                if write < raw_best {
-                    raw_best = write;
-                    raw_sync = sync;
-                }
             } else {
-                let (write, sync) = log_append(&log_dir, &template, batches, t0)?;
-                log_round = write;
-                if write < log_best {
-                    log_best = write;
-                    log_sync = sync;
-                }
+                log_runs.push(log_append(&log_dir, &template, batches, t0)?);
             }
         }
         println!(
             "  round {round} ({} first): raw {:.0} MiB/s, log {:.0} MiB/s (to page cache)",
             if raw_first { "raw" } else { "log" },
-            mib_per_sec(total, raw_round),
-            mib_per_sec(total, log_round)
+            mib_per_sec(total, raw_runs[round].0),
+            mib_per_sec(total, log_runs[round].0)
         );
     }
     // The read, lookup and recovery phases use the log written last.
     if !log_dir.try_exists()? {
         log_append(&log_dir, &template, batches, t0)?;
     }
-    let raw_rate = mib_per_sec(total, raw_best);
-    let log_rate = mib_per_sec(total, log_best);
-    let raw_durable = mib_per_sec(total, raw_best + raw_sync);
-    let log_durable = mib_per_sec(total, log_best + log_sync);
+    let rate = |runs: &[(Duration, Duration)], q: f64, durable: bool| {
+        let mut rates: Vec<f64> = runs
+            .iter()
+            .map(|(w, s)| mib_per_sec(total, if durable { *w + *s } else { *w }))
+            .collect();
+        quantile(&mut rates, q)
+    };
     println!();
-    println!("append (1 KiB records, 16 KiB batches)");
-    println!("  raw write():             {raw_rate:>8.0} MiB/s   with final fsync {raw_durable:>8.0} MiB/s");
-    println!("  log append:              {log_rate:>8.0} MiB/s   with final fsync {log_durable:>8.0} MiB/s");
     println!(
-        "  ratio log/raw:           {:>8.2}              with final fsync {:>8.2}",
-        log_rate / raw_rate,
-        log_durable / raw_durable
+        "append (1 KiB records, 16 KiB batches), MiB/s over {} rounds",
+        args.rounds
+    );
+    println!("                            median     best   median with final fsync");
+    for (name, runs) in [("raw write():", &raw_runs), ("log append:", &log_runs)] {
+        println!(
+            "  {name:<24} {:>8.0} {:>8.0}   {:>8.0}",
+            rate(runs, 0.5, false),
+            rate(runs, 1.0, false),
+            rate(runs, 0.5, true)
+        );
+    }
+    println!(
+        "  {:<24} {:>8.2} {:>8.2}   {:>8.2}",
+        "ratio log/raw:",
+        rate(&log_runs, 0.5, false) / rate(&raw_runs, 0.5, false),
+        rate(&log_runs, 1.0, false) / rate(&raw_runs, 1.0, false),
+        rate(&log_runs, 0.5, true) / rate(&raw_runs, 0.5, true)
     );
 
     // --- cold sequential read ---------------------------------------------------------------
