@@ -98,6 +98,7 @@ impl Log {
                 self.swap_in_cleaned(base)?;
             }
         }
+        self.cleaned_to = active_base;
         Ok(report)
     }
 

@@ -26,7 +26,7 @@ impl CleanupPolicy {
 }
 
 /// The settings of one partition's log. Defaults are Kafka's.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would exceed this.
     pub segment_bytes: u64,
@@ -45,6 +45,9 @@ pub struct LogConfig {
     pub cleanup_policy: CleanupPolicy,
     /// `delete.retention.ms`: how long compaction keeps tombstones.
     pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`: maintenance compacts a partition once the closed bytes
+    /// written since its last compaction are at least this share of all closed bytes.
+    pub min_cleanable_dirty_ratio: f64,
     /// `flush.messages`: fsync after this many appended records; `i64::MAX` never.
     pub flush_messages: i64,
     /// `flush.ms`: fsync when the oldest unflushed append is this old; `i64::MAX` never.
@@ -66,6 +69,7 @@ impl Default for LogConfig {
             retention_bytes: -1,
             cleanup_policy: CleanupPolicy::Delete,
             delete_retention_ms: 24 * 60 * 60 * 1000,
+            min_cleanable_dirty_ratio: 0.5,
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
             max_message_bytes: 1_048_588,
@@ -96,6 +100,9 @@ impl LogConfig {
         }
         if self.delete_retention_ms < 0 || self.flush_messages < 1 || self.flush_ms < 0 {
             return invalid("delete.retention.ms, flush.messages and flush.ms must be positive");
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return invalid("min.cleanable.dirty.ratio must be between 0 and 1");
         }
         if self.max_message_bytes < HEADER_LEN as u64 {
             return invalid("max.message.bytes must hold at least a batch header");

@@ -80,6 +80,8 @@ pub struct Log {
     epochs: LeaderEpochCache,
     /// A segment file was created since the directory was last fsynced.
     dir_dirty: bool,
+    /// Segments below this base offset were compacted since the log was opened.
+    pub(crate) cleaned_to: u64,
     /// Background fsyncs of rolled segments still running.
     flushers: Vec<std::thread::JoinHandle<()>>,
     unflushed_records: i64,
@@ -120,6 +122,7 @@ impl Log {
             segments: BTreeMap::new(),
             dir_dirty: false,
             flushers: Vec::new(),
+            cleaned_to: 0,
             unflushed_records: 0,
             first_unflushed_ms: None,
             fenced: false,
@@ -902,10 +905,32 @@ impl Log {
         Ok(report)
     }
 
-    /// Runs what is due: retention, compaction and the `flush.ms` flush.
+    /// The share of closed bytes written since the last compaction (0 with nothing closed).
+    pub fn dirty_ratio(&self) -> f64 {
+        let active_base = self.active().base_offset;
+        let (mut dirty, mut total) = (0u64, 0u64);
+        for (base, segment) in self.segments.range(..active_base) {
+            total += segment.size;
+            if *base >= self.cleaned_to {
+                dirty += segment.size;
+            }
+        }
+        if total == 0 {
+            0.0
+        } else {
+            dirty as f64 / total as f64
+        }
+    }
+
+    /// Runs what is due: retention, compaction (when the dirty ratio reaches
+    /// `min.cleanable.dirty.ratio`) and the `flush.ms` flush.
     pub fn maintain(&mut self) -> Result<(RetentionReport, crate::CompactionReport)> {
         let retention = self.enforce_retention()?;
-        let compaction = self.compact()?;
+        let compaction = if self.dirty_ratio() >= self.config.min_cleanable_dirty_ratio {
+            self.compact()?
+        } else {
+            crate::CompactionReport::default()
+        };
         let now = self.clock.now_ms();
         self.flush_if_due(now)?;
         Ok((retention, compaction))

@@ -504,3 +504,37 @@ fn segment_ms_rolls_by_wall_clock_not_by_old_producer_timestamps() {
     log.append(&mut sized_batch(1, 10, T0), 0).unwrap();
     assert_eq!(log.segment_base_offsets(), vec![0, 20]);
 }
+
+#[test]
+fn maintenance_compacts_only_once_enough_closed_data_is_dirty() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let config = LogConfig {
+        cleanup_policy: CleanupPolicy::Compact,
+        min_cleanable_dirty_ratio: 0.5,
+        ..small_config()
+    };
+    let mut log = open(dir.path(), config, &clock);
+    for i in 0..60 {
+        let key = format!("key{}", i % 50);
+        log.append(&mut batch_of(&[record(&key, Some("v"), T0 + i)]), 0)
+            .unwrap();
+    }
+    assert_eq!(log.dirty_ratio(), 1.0);
+    let (_, first) = log.maintain().unwrap();
+    assert!(first.records_removed > 0);
+    assert_eq!(log.dirty_ratio(), 0.0);
+    // A little new closed data is below the ratio: no pass.
+    log.append(&mut batch_of(&[record("key7", Some("w"), T0)]), 0)
+        .unwrap();
+    log.roll_now().unwrap();
+    assert!(
+        log.dirty_ratio() > 0.0 && log.dirty_ratio() < 0.5,
+        "{}",
+        log.dirty_ratio()
+    );
+    let (_, second) = log.maintain().unwrap();
+    assert_eq!(second.segments_rewritten, 0);
+    // An explicit compaction still runs.
+    assert!(log.compact().unwrap().records_removed > 0);
+}

@@ -1,6 +1,7 @@
-//! Model-based property test: random sequences of appends, reads, rolls, truncations,
-//! retention runs, compactions, flushes and reopenings (clean and after a simulated process
-//! crash), checked after every step against a plain in-memory model of the partition.
+//! Model-based property test: random sequences of appends, reads, timestamp lookups, rolls,
+//! truncations, retention runs (by size, by time and by DeleteRecords), compactions, flushes
+//! and reopenings (clean, and after a simulated process crash), checked after every step
+//! against a plain in-memory model of the partition.
 //!
 //! proptest prints the smallest failing sequence and records it under
 //! `proptest-regressions/`; set `PROPTEST_CASES` to run more cases.
@@ -34,6 +35,7 @@ enum Op {
     Truncate(u16),
     DeleteRecords(u16),
     RetainBytes(u16),
+    RetainMs(i64),
     Compact,
     Flush,
     AdvanceClock(i64),
@@ -57,6 +59,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u16>().prop_map(Op::Truncate),
         1 => any::<u16>().prop_map(Op::DeleteRecords),
         1 => (0u16..4000).prop_map(Op::RetainBytes),
+        1 => (0i64..1500).prop_map(Op::RetainMs),
         2 => Just(Op::Compact),
         1 => Just(Op::Flush),
         1 => (0i64..400).prop_map(Op::AdvanceClock),
@@ -252,6 +255,27 @@ fn run(ops: Vec<Op>) {
                 let start = l.log_start_offset();
                 model.raise_log_start(start);
             }
+            Op::RetainMs(ms) => {
+                let cutoff = clock.now_ms() - ms;
+                l.set_config(LogConfig {
+                    retention_ms: ms,
+                    ..config()
+                })
+                .unwrap();
+                l.enforce_retention().unwrap();
+                l.set_config(config()).unwrap();
+                let start = l.log_start_offset();
+                // Only whole segments whose newest record is older than the cutoff go.
+                for r in model.visible().iter().filter(|r| r.0 < start) {
+                    assert!(
+                        r.3 < cutoff,
+                        "step {step}: record {} at {} deleted, cutoff {cutoff}",
+                        r.0,
+                        r.3
+                    );
+                }
+                model.raise_log_start(start);
+            }
             Op::Compact => {
                 let active_base = *l.segment_base_offsets().last().unwrap();
                 let horizon = clock.now_ms() - DELETE_RETENTION_MS;
@@ -306,7 +330,7 @@ fn run(ops: Vec<Op>) {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(40),
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(100),
         max_shrink_iters: 2000,
         ..ProptestConfig::default()
     })]
