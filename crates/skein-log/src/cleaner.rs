@@ -56,13 +56,16 @@ impl Log {
         if closed.is_empty() {
             return Ok(report);
         }
-        let mut newest: HashMap<u128, u64> = HashMap::new();
+        let mut newest: HashMap<u128, i64> = HashMap::new();
+        // Whether every key of the closed segments was seen: a record the cleaner cannot
+        // read may hold a value that an expired tombstone must keep hidden.
+        let mut complete = true;
         for base in &closed {
             let Some(segment) = self.segments.get(base) else {
                 continue;
             };
             let files = segment.files(&self.cache)?;
-            scan_batches(
+            let stop = scan_batches(
                 &files.log,
                 &segment.log_path,
                 0,
@@ -71,21 +74,38 @@ impl Log {
                     if header.is_control() {
                         return Ok(true);
                     }
-                    if let Ok(decoded) = DecodedRecords::decode(batch) {
-                        for record in decoded.iter() {
-                            let Ok(record) = record else { break };
-                            if let Some(key) = record.key {
-                                let offset = header.base_offset as u64 + record.offset_delta as u64;
-                                newest.insert(xxh3_128(key), offset);
+                    match DecodedRecords::decode(batch) {
+                        Ok(decoded) => {
+                            for record in decoded.iter() {
+                                let Ok(record) = record else {
+                                    complete = false;
+                                    break;
+                                };
+                                if let Some(key) = record.key {
+                                    let offset = header.record_offset(record.offset_delta);
+                                    newest.insert(xxh3_128(key), offset);
+                                }
                             }
                         }
+                        Err(_) => complete = false,
                     }
                     Ok(true)
                 },
             )?;
+            if stop.is_some() {
+                complete = false;
+            }
         }
         let now = self.clock.now_ms();
-        let tombstone_horizon = now.saturating_sub(self.config.delete_retention_ms);
+        let tombstone_horizon = if complete {
+            now.saturating_sub(self.config.delete_retention_ms)
+        } else {
+            tracing::warn!(
+                log = %self.dir.display(),
+                "keeping every tombstone: some closed records could not be read"
+            );
+            i64::MIN
+        };
         for base in closed {
             let Some(segment) = self.segments.get(&base) else {
                 continue;
@@ -147,7 +167,7 @@ fn cleaned_path(segment: &Segment) -> std::path::PathBuf {
 fn clean_segment(
     log: &Log,
     segment: &Segment,
-    newest: &HashMap<u128, u64>,
+    newest: &HashMap<u128, i64>,
     tombstone_horizon: i64,
 ) -> Result<Option<CleanOutcome>> {
     let files = segment.files(&log.cache)?;
@@ -216,7 +236,7 @@ enum BatchFate {
 fn clean_batch(
     header: &BatchHeader,
     batch: &[u8],
-    newest: &HashMap<u128, u64>,
+    newest: &HashMap<u128, i64>,
     tombstone_horizon: i64,
 ) -> BatchFate {
     if header.is_control() {
@@ -234,7 +254,7 @@ fn clean_batch(
         let Ok(record) = record else {
             return BatchFate::Keep;
         };
-        let offset = header.base_offset as u64 + record.offset_delta as u64;
+        let offset = header.record_offset(record.offset_delta);
         let keep = match record.key {
             None => true,
             Some(key) => {

@@ -29,6 +29,18 @@ pub enum LogError {
     EmptyAppend,
     #[error("replicated batch starts at offset {base_offset}, below the log end offset {log_end}")]
     NonMonotonicOffset { base_offset: i64, log_end: u64 },
+    #[error(
+        "batch {index} has {records_count} records but a last offset delta of {last_offset_delta}"
+    )]
+    InconsistentRecordCount {
+        index: usize,
+        records_count: i32,
+        last_offset_delta: i32,
+    },
+    #[error("offset {offset} is beyond the largest offset a log can hold")]
+    OffsetOverflow { offset: u64 },
+    #[error("index {path} is shorter than its entries")]
+    IndexTruncated { path: PathBuf },
     #[error("segment {base_offset} is corrupt at byte {position}")]
     CorruptSegment {
         base_offset: u64,

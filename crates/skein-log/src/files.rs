@@ -19,7 +19,8 @@ use crate::index::IndexMap;
 /// The open files of one segment.
 #[derive(Debug)]
 pub(crate) struct SegmentFiles {
-    pub(crate) log: File,
+    /// Shared with the file regions handed out by reads, which need nothing else.
+    pub(crate) log: Arc<File>,
     pub(crate) index: Mutex<IndexMap>,
     pub(crate) time_index: Mutex<IndexMap>,
 }

@@ -192,6 +192,8 @@ impl Log {
             let is_last = i + 1 == bases.len();
             let trusted = base < scan_from && segment.load(&self.cache, is_last)?;
             if !trusted {
+                // `load` may have cached the files read-only; recovery writes the indexes.
+                self.cache.remove(segment.id);
                 if base < scan_from {
                     self.report.indexes_rebuilt += 1;
                 } else {
@@ -206,10 +208,19 @@ impl Log {
                 if !is_last {
                     segment.seal(&self.cache, true)?;
                 }
-                if cut > 0 {
+                if cut > 0 && base >= scan_from {
                     damaged_at = Some(i);
                     self.segments.insert(base, segment);
                     break;
+                }
+                if cut > 0 {
+                    // Damage in a segment that was fsynced (bit rot, not a crash): its tail is
+                    // cut, but the later segments were written and synced after it and stay.
+                    tracing::warn!(
+                        segment = %segment.log_path.display(),
+                        bytes = cut,
+                        "cut a damaged tail from a segment below the recovery point"
+                    );
                 }
             }
             self.segments.insert(base, segment);
@@ -342,7 +353,7 @@ impl Log {
 
     /// Validates every batch in `buf` (magic, lengths, CRC, size limit) without writing
     /// anything.
-    fn validate(&self, buf: &[u8]) -> Result<Vec<BatchMeta>> {
+    fn validate(&self, buf: &[u8], from_producer: bool) -> Result<Vec<BatchMeta>> {
         let mut metas = Vec::new();
         let mut at = 0usize;
         while at < buf.len() {
@@ -355,6 +366,21 @@ impl Log {
                     index,
                     size: header.size(),
                     max: self.config.max_message_bytes as usize,
+                });
+            }
+            // A producer's batch holds exactly one record per offset it spans (Kafka's rule);
+            // a replicated batch may have fewer after compaction on the leader.
+            let count_fits = if from_producer {
+                header.records_count >= 1
+                    && header.records_count as i64 == header.last_offset_delta as i64 + 1
+            } else {
+                header.records_count as i64 <= header.last_offset_delta as i64 + 1
+            };
+            if !count_fits {
+                return Err(LogError::InconsistentRecordCount {
+                    index,
+                    records_count: header.records_count,
+                    last_offset_delta: header.last_offset_delta,
                 });
             }
             metas.push(BatchMeta::from_header(at, &header));
@@ -371,8 +397,18 @@ impl Log {
     /// records), and writes them. On error nothing is written.
     pub fn append(&mut self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo> {
         self.check_fenced()?;
-        let mut metas = self.validate(batches)?;
+        let mut metas = self.validate(batches, true)?;
         let now = self.clock.now_ms();
+        let span: u64 = metas
+            .iter()
+            .map(|m| m.last_offset - m.base_offset + 1)
+            .sum();
+        let end = self.log_end_offset();
+        if end.saturating_add(span) > i64::MAX as u64 {
+            return Err(LogError::OffsetOverflow {
+                offset: end.saturating_add(span),
+            });
+        }
         let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
         let mut next = self.log_end_offset();
         for meta in &mut metas {
@@ -402,19 +438,52 @@ impl Log {
     /// leader). They must start at or after the log end offset.
     pub fn append_replicated(&mut self, batches: &[u8]) -> Result<AppendInfo> {
         self.check_fenced()?;
-        let metas = self.validate(batches)?;
+        let metas = self.validate(batches, false)?;
         let mut expected = self.log_end_offset();
         for meta in &metas {
-            if meta.base_offset < expected {
+            if meta.declared_base_offset < 0 || (meta.declared_base_offset as u64) < expected {
                 return Err(LogError::NonMonotonicOffset {
-                    base_offset: meta.base_offset as i64,
+                    base_offset: meta.declared_base_offset,
                     log_end: expected,
+                });
+            }
+            if meta.last_offset >= i64::MAX as u64 {
+                return Err(LogError::OffsetOverflow {
+                    offset: meta.last_offset,
                 });
             }
             expected = meta.last_offset + 1;
         }
         let now = self.clock.now_ms();
-        let info = self.write(batches, &metas, now)?;
+        let first = metas[0].base_offset;
+        let last = metas[metas.len() - 1].last_offset;
+        let info = if last - first > u32::MAX as u64 {
+            // Offsets in a segment are 32-bit relative to its base: a request spanning more
+            // (gaps left by compaction on the leader) is written batch by batch, so each
+            // batch can start a segment of its own.
+            let mut total: Option<AppendInfo> = None;
+            for meta in &metas {
+                let one = BatchMeta { at: 0, ..*meta };
+                let info = self.write(&batches[meta.at..meta.at + meta.size], &[one], now)?;
+                total = Some(match total {
+                    None => info,
+                    Some(t) => AppendInfo {
+                        last_offset: info.last_offset,
+                        max_timestamp: t.max_timestamp.max(info.max_timestamp),
+                        batches: t.batches + 1,
+                        records: t.records + info.records,
+                        bytes: t.bytes + info.bytes,
+                        ..t
+                    },
+                });
+            }
+            match total {
+                Some(t) => t,
+                None => return Err(LogError::EmptyAppend),
+            }
+        } else {
+            self.write(batches, &metas, now)?
+        };
         for meta in &metas {
             self.assign_epoch(meta.leader_epoch, meta.base_offset)?;
         }
@@ -501,19 +570,28 @@ impl Log {
     /// Closes the active segment and starts a new one at `base_offset`. The closed segment is
     /// fsynced in the background; the recovery point moves once that is done.
     fn roll(&mut self, base_offset: u64) -> Result<()> {
+        let result = self.try_roll(base_offset);
+        if result.is_err() {
+            // Half a roll leaves the files in a state no later call can reason about.
+            self.fenced = true;
+        }
+        result
+    }
+
+    fn try_roll(&mut self, base_offset: u64) -> Result<()> {
         let cache = Arc::clone(&self.cache);
-        // No fsync here: the append that rolls must not wait for the disk. The background
-        // flush below makes the sealed segment durable.
-        self.active_mut().seal(&cache, false)?;
         let mut segment = self.new_segment(base_offset);
         segment.writable = true;
         // A leftover file of that name (from a truncation that crashed) holds nothing valid.
         if let Ok(file) = fs::OpenOptions::new().write(true).open(&segment.log_path) {
             file.set_len(0).map_err(LogError::io(&segment.log_path))?;
         }
-        // Create the new segment's files now, so a restart finds the log end in the new
+        // Create the new segment's files first, so a restart finds the log end in the new
         // segment's name even before any append.
         segment.files(&self.cache)?;
+        // No fsync here: the append that rolls must not wait for the disk. The background
+        // flush below makes the sealed segment durable.
+        self.active_mut().seal(&cache, false)?;
         self.segments.insert(base_offset, segment);
         self.dir_dirty = true;
         // Everything from the last durable point to the new segment is fsynced in the
@@ -675,7 +753,7 @@ impl Log {
                     map.bytes(),
                     segment.index_entries,
                     (bound - segment.base_offset).min(u32::MAX as u64) as u32,
-                    (position + max_bytes).min(u32::MAX as u64) as u32,
+                    position.saturating_add(max_bytes).min(u32::MAX as u64) as u32,
                 )
             };
             if let Some((rel, pos)) = jump {
@@ -696,7 +774,7 @@ impl Log {
                 .lookup_bytes_scanned
                 .fetch_add(scanned, Ordering::Relaxed);
             return Ok(ReadSlice {
-                region: Some(FileRegion::new(files, segment.base_offset, position, len)),
+                region: Some(FileRegion::new(&files, segment.base_offset, position, len)),
                 first_offset: first.base_offset as u64,
                 last_offset,
             });
@@ -756,14 +834,32 @@ impl Log {
         if offset < self.log_start_offset {
             return self.truncate_fully_and_start_at(offset);
         }
-        let doomed: Vec<u64> = self.segments.range(offset..).map(|(b, _)| *b).collect();
+        let result = self.try_truncate_to(offset);
+        if result.is_err() {
+            self.fenced = true;
+        }
+        result
+    }
+
+    fn try_truncate_to(&mut self, offset: u64) -> Result<()> {
+        // First, so no background flush in flight can vouch for what is about to be cut.
+        self.durable.reset(self.durable.offset().min(offset));
+        // Newest first, each leaving the map only once its files are gone: a crash or an
+        // error midway leaves a shorter suffix, never a hole.
+        let doomed: Vec<u64> = self
+            .segments
+            .range(offset..)
+            .rev()
+            .map(|(b, _)| *b)
+            .collect();
         for base in doomed {
             if self.segments.len() == 1 {
                 break;
             }
-            if let Some(segment) = self.segments.remove(&base) {
+            if let Some(segment) = self.segments.get(&base) {
                 segment.delete_files(&self.cache)?;
             }
+            self.segments.remove(&base);
         }
         let cache = Arc::clone(&self.cache);
         let log_start = self.log_start_offset;
@@ -771,7 +867,7 @@ impl Log {
         if active.base_offset >= offset {
             // Only the first segment is left and all of it goes.
             let base = active.base_offset;
-            return self.truncate_fully_and_start_at(base.min(offset).max(log_start));
+            return self.try_truncate_fully(base.min(offset).max(log_start));
         }
         if !active.writable {
             active.unseal(&cache);
@@ -795,13 +891,30 @@ impl Log {
     /// the leader's log start).
     pub fn truncate_fully_and_start_at(&mut self, offset: u64) -> Result<()> {
         self.check_fenced()?;
-        for (_, segment) in std::mem::take(&mut self.segments) {
-            segment.delete_files(&self.cache)?;
+        if offset >= i64::MAX as u64 {
+            return Err(LogError::OffsetOverflow { offset });
         }
+        let result = self.try_truncate_fully(offset);
+        if result.is_err() {
+            self.fenced = true;
+        }
+        result
+    }
+
+    fn try_truncate_fully(&mut self, offset: u64) -> Result<()> {
+        self.durable.reset(offset.min(self.durable.offset()));
+        let old: Vec<u64> = self.segments.keys().rev().copied().collect();
+        for base in old {
+            if let Some(segment) = self.segments.get(&base) {
+                segment.delete_files(&self.cache)?;
+            }
+            self.segments.remove(&base);
+        }
+        // In the map before its files exist, so the log always has an active segment.
         let mut segment = self.new_segment(offset);
         segment.writable = true;
-        segment.files(&self.cache)?;
         self.segments.insert(offset, segment);
+        self.active().files(&self.cache)?;
         checkpoint::sync_dir(&self.dir)?;
         self.log_start_offset = offset;
         checkpoint::write_offset(&self.dir, LOG_START, offset)?;
@@ -956,11 +1069,20 @@ impl Log {
     }
 
     /// Closes the log's files and deletes its directory (topic deletion).
-    pub fn delete(self) -> Result<()> {
+    pub fn delete(mut self) -> Result<()> {
+        self.retire();
+        fs::remove_dir_all(&self.dir).map_err(LogError::io(&self.dir))
+    }
+
+    /// Makes the log refuse every further write and lets go of its files, for a log whose
+    /// directory is about to be deleted while others still hold it: nothing it does later may
+    /// land in a directory a new log of the same name has opened.
+    pub(crate) fn retire(&mut self) {
+        self.fenced = true;
+        self.join_flushers();
         for segment in self.segments.values() {
             self.cache.remove(segment.id);
         }
-        fs::remove_dir_all(&self.dir).map_err(LogError::io(&self.dir))
     }
 }
 
@@ -970,6 +1092,9 @@ impl Drop for Log {
     /// directory after another `Log` has opened it.
     fn drop(&mut self) {
         self.join_flushers();
+        for segment in self.segments.values() {
+            self.cache.remove(segment.id);
+        }
     }
 }
 
@@ -1041,17 +1166,21 @@ fn parse_base(stem: &str) -> Option<u64> {
 /// How far the log is known to be fsynced, shared with background flush threads, and the
 /// `recovery-point-offset-checkpoint` that records it. A truncation starts a new generation,
 /// so a flush that began before it cannot vouch for offsets written after it.
+///
+/// Appends only take the short `state` lock; writing the checkpoint (several fsyncs) holds
+/// `persisting`, which orders writers so the last one writes the latest state.
 #[derive(Debug)]
 struct Durability {
     dir: PathBuf,
     state: Mutex<DurableState>,
+    persisting: Mutex<()>,
+    failed: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
 struct DurableState {
     generation: u64,
     offset: u64,
-    failed: bool,
 }
 
 impl Durability {
@@ -1062,6 +1191,8 @@ impl Durability {
                 offset,
                 ..DurableState::default()
             }),
+            persisting: Mutex::new(()),
+            failed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -1086,18 +1217,18 @@ impl Durability {
         state.offset = offset;
     }
 
-    /// Writes the checkpoint; holding the lock keeps writers from interleaving and the file
-    /// from getting ahead of the state.
+    /// Writes the checkpoint with the state as it is once this writer's turn comes.
     fn persist(&self) -> Result<()> {
-        let state = self.state.lock();
-        checkpoint::write_offset(&self.dir, RECOVERY_POINT, state.offset)
+        let _turn = self.persisting.lock();
+        let offset = self.offset();
+        checkpoint::write_offset(&self.dir, RECOVERY_POINT, offset)
     }
 
     fn fail(&self) {
-        self.state.lock().failed = true;
+        self.failed.store(true, Ordering::SeqCst);
     }
 
     fn failed(&self) -> bool {
-        self.state.lock().failed
+        self.failed.load(Ordering::SeqCst)
     }
 }

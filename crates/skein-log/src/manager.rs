@@ -147,7 +147,10 @@ impl LogManager {
         if let Some(log) = self.get(tp) {
             return Ok(log);
         }
-        if tp.topic.is_empty() || tp.topic.contains(['/', '\\', '\0']) || tp.topic.starts_with('.')
+        if tp.partition < 0
+            || tp.topic.is_empty()
+            || tp.topic.contains(['/', '\\', '\0'])
+            || tp.topic.starts_with('.')
         {
             return Err(LogError::InvalidPartitionDir {
                 path: self.dir.join(tp.to_string()),
@@ -190,8 +193,11 @@ impl LogManager {
         match Arc::try_unwrap(log) {
             Ok(lock) => lock.into_inner().delete()?,
             Err(shared) => {
-                // Still in use elsewhere: remove the files; readers holding regions finish.
-                let dir = shared.read().dir().to_path_buf();
+                // Still in use elsewhere: fence it, then remove the files; readers holding
+                // regions finish with the files they have open.
+                let mut log = shared.write();
+                log.retire();
+                let dir = log.dir().to_path_buf();
                 fs::remove_dir_all(&dir).map_err(LogError::io(&dir))?;
             }
         }

@@ -13,7 +13,7 @@ use crate::files::SegmentFiles;
 /// deletes it; a broker can hand `file()`, `position()` and `len()` to `sendfile`.
 #[derive(Debug, Clone)]
 pub struct FileRegion {
-    files: Arc<SegmentFiles>,
+    file: Arc<File>,
     segment_base_offset: u64,
     position: u64,
     len: u64,
@@ -21,13 +21,13 @@ pub struct FileRegion {
 
 impl FileRegion {
     pub(crate) fn new(
-        files: Arc<SegmentFiles>,
+        files: &SegmentFiles,
         segment_base_offset: u64,
         position: u64,
         len: u64,
     ) -> Self {
         Self {
-            files,
+            file: Arc::clone(&files.log),
             segment_base_offset,
             position,
             len,
@@ -35,7 +35,7 @@ impl FileRegion {
     }
 
     pub fn file(&self) -> &File {
-        &self.files.log
+        &self.file
     }
 
     pub fn segment_base_offset(&self) -> u64 {
@@ -57,7 +57,7 @@ impl FileRegion {
     /// Copies the region's bytes out, as they are in the file.
     pub fn read_to_vec(&self) -> std::io::Result<Vec<u8>> {
         let mut buf = vec![0u8; self.len as usize];
-        self.files.log.read_exact_at(&mut buf, self.position)?;
+        self.file.read_exact_at(&mut buf, self.position)?;
         Ok(buf)
     }
 }

@@ -33,6 +33,8 @@ pub(crate) struct BatchMeta {
     pub(crate) max_timestamp: i64,
     pub(crate) records: u64,
     pub(crate) leader_epoch: i32,
+    /// The base offset as written in the batch (for replicated appends, which keep it).
+    pub(crate) declared_base_offset: i64,
 }
 
 impl BatchMeta {
@@ -41,10 +43,13 @@ impl BatchMeta {
             at,
             size: h.size(),
             base_offset: h.base_offset.max(0) as u64,
-            last_offset: h.last_offset().max(0) as u64,
+            // From the delta, not from the declared base: a producer's base offset means
+            // nothing and may be negative.
+            last_offset: (h.base_offset.max(0) as u64).saturating_add(h.last_offset_delta as u64),
             max_timestamp: h.max_timestamp,
             records: h.records_count.max(0) as u64,
             leader_epoch: h.partition_leader_epoch,
+            declared_base_offset: h.base_offset,
         }
     }
 }
@@ -140,7 +145,7 @@ impl Segment {
             )
         };
         Ok(SegmentFiles {
-            log,
+            log: Arc::new(log),
             index: Mutex::new(index),
             time_index: Mutex::new(time_index),
         })
@@ -292,7 +297,7 @@ impl Segment {
                     DecodedRecords::decode(&batch).map_err(|e| self.corrupt(position, e))?;
                 for record in decoded.iter() {
                     let record = record.map_err(|e| self.corrupt(position, e))?;
-                    let offset = (header.base_offset + record.offset_delta as i64).max(0) as u64;
+                    let offset = header.record_offset(record.offset_delta).max(0) as u64;
                     let ts = decoded.timestamp_of(&record);
                     if offset >= start && ts >= timestamp {
                         return Ok(Some((offset, ts)));
@@ -688,5 +693,11 @@ fn open_read_only_index(path: &Path, len: u64) -> Result<IndexMap> {
     }
     let file = File::open(path).map_err(LogError::io(path))?;
     let actual = file.metadata().map_err(LogError::io(path))?.len();
-    IndexMap::map_read_only(&file, len.min(actual)).map_err(LogError::io(path))
+    if actual < len {
+        // Changed behind the log's back: refuse rather than read past the map.
+        return Err(LogError::IndexTruncated {
+            path: path.to_path_buf(),
+        });
+    }
+    IndexMap::map_read_only(&file, len).map_err(LogError::io(path))
 }

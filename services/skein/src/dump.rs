@@ -41,7 +41,7 @@ pub(crate) fn run(path: &Path, records: bool) -> anyhow::Result<()> {
                 let record = record?;
                 println!(
                     "  offset {} timestamp {} key {} value_bytes {}",
-                    header.base_offset + record.offset_delta as i64,
+                    header.record_offset(record.offset_delta),
                     decoded.timestamp_of(&record),
                     record.key.map_or_else(
                         || "null".to_owned(),

@@ -179,7 +179,14 @@ impl BatchHeader {
     /// Offset of the last record the batch was written with (compaction keeps this even when
     /// it removes that record).
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + self.last_offset_delta as i64
+        self.base_offset
+            .saturating_add(self.last_offset_delta as i64)
+    }
+
+    /// The offset of the record with `offset_delta` (saturating: the base offset lies outside
+    /// the CRC and the delta is the producer's, so neither is trusted to be sane).
+    pub fn record_offset(&self, offset_delta: i32) -> i64 {
+        self.base_offset.saturating_add(offset_delta as i64)
     }
 
     pub fn compression(&self) -> Result<Compression, BatchError> {

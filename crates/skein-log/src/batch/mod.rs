@@ -75,7 +75,10 @@ impl DecodedRecords {
     pub fn timestamp_of(&self, record: &Record<'_>) -> i64 {
         match self.header.timestamp_type() {
             TimestampType::LogAppendTime => self.header.max_timestamp,
-            TimestampType::CreateTime => self.header.base_timestamp + record.timestamp_delta,
+            TimestampType::CreateTime => self
+                .header
+                .base_timestamp
+                .saturating_add(record.timestamp_delta),
         }
     }
 }
