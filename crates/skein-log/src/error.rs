@@ -2,8 +2,10 @@ use std::path::PathBuf;
 
 use crate::batch::BatchError;
 
-/// What went wrong in a log operation. Every variant leaves the log as it was before the
-/// call, except [`LogError::Io`] during a write, after which the log is fenced.
+/// What went wrong in a log operation. A refused append (invalid input) leaves the log as it
+/// was. An operation that fails after it began changing files (an I/O error while writing,
+/// flushing, rolling or truncating) fences the log: it refuses further writes with
+/// [`LogError::Fenced`] until it is reopened, and opening recovers it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LogError {

@@ -110,7 +110,9 @@ impl Log {
         let bases = prepare_directory(&dir)?;
         let mut log = Self {
             epochs: LeaderEpochCache::load(&dir),
-            log_start_offset: checkpoint::read_offset(&dir, LOG_START).unwrap_or(0),
+            log_start_offset: checkpoint::read_offset(&dir, LOG_START)
+                .filter(|&o| o < i64::MAX as u64)
+                .unwrap_or(0),
             durable: Arc::new(Durability::new(
                 &dir,
                 checkpoint::read_offset(&dir, RECOVERY_POINT).unwrap_or(0),

@@ -5,8 +5,9 @@
 //!   `write` calls of the same bytes; both under the log's default flush policy (no fsync per
 //!   append; a new file every `segment.bytes`, the finished one fsynced in the background),
 //!   both followed by one fsync of everything;
-//! - cold read: the partition read back from the start with the page cache dropped, through
-//!   the file regions the log returns, against reading the segment files directly;
+//! - sequential read: the partition read back from the start through the file regions the
+//!   log returns, against reading the segment files directly; cold (page cache dropped) and
+//!   warm;
 //! - lookups: random offsets and random timestamps in the partition (median, p99, bytes of
 //!   log passed over after the index);
 //! - recovery: opening the partition after a clean shutdown, after a kill with the recovery
@@ -44,6 +45,9 @@ pub(crate) struct LogBenchArgs {
     /// Rounds of the append comparison (each writes the partition twice: raw and log)
     #[arg(long, default_value_t = 6)]
     rounds: usize,
+    /// Passes of each read comparison (cold and warm)
+    #[arg(long, default_value_t = 5)]
+    read_passes: usize,
 }
 
 const RECORD_BYTES: usize = 1024;
@@ -163,31 +167,47 @@ fn bench(args: &LogBenchArgs) -> anyhow::Result<()> {
         rate(&log_runs, 0.5, true) / rate(&raw_runs, 0.5, true)
     );
 
-    // --- cold sequential read ---------------------------------------------------------------
-    // Alternate the two readers and keep the best of each, so neither gains from caches
-    // below the guest's page cache (a virtual disk's host cache) that the other warmed.
+    // --- sequential read ----------------------------------------------------------------------
+    // The two readers alternate, each pass on the same files: cold (page cache dropped before
+    // every pass) and warm (everything cached, which shows the log's own overhead). Medians
+    // over the passes, since a cache below the guest's (a virtual disk's host cache) makes
+    // single cold passes swing.
     let files = segment_files(&log_dir)?;
-    let mut raw_read = Duration::MAX;
-    let mut log_read = Duration::MAX;
     let mut read_bytes = 0;
-    for _ in 0..3 {
+    let mut cold = (Vec::new(), Vec::new());
+    for _ in 0..args.read_passes {
         page_cache::drop_dir(&log_dir)?;
-        raw_read = raw_read.min(read_files(&files)?);
+        cold.0.push(read_files(&files)?);
         page_cache::drop_dir(&log_dir)?;
         let (elapsed, bytes) = read_log(&log_dir)?;
-        log_read = log_read.min(elapsed);
+        cold.1.push(elapsed);
         read_bytes = bytes;
     }
-    let raw_read_rate = mib_per_sec(read_bytes, raw_read);
-    let log_read_rate = mib_per_sec(read_bytes, log_read);
+    let mut warm = (Vec::new(), Vec::new());
+    for _ in 0..args.read_passes {
+        warm.0.push(read_files(&files)?);
+        warm.1.push(read_log(&log_dir)?.0);
+    }
+    let median_rate = |passes: &[Duration]| {
+        let mut rates: Vec<f64> = passes.iter().map(|d| mib_per_sec(read_bytes, *d)).collect();
+        quantile(&mut rates, 0.5)
+    };
     println!();
-    println!("cold sequential read (page cache dropped, 1 MiB reads, best of 3 alternating)");
-    println!("  segment files directly:  {raw_read_rate:>8.0} MiB/s");
-    println!("  log read (file regions): {log_read_rate:>8.0} MiB/s");
     println!(
-        "  ratio log/raw:           {:>8.2}",
-        log_read_rate / raw_read_rate
+        "sequential read, 1 MiB reads, median of {} alternating passes (MiB/s)",
+        args.read_passes
     );
+    println!("                            cold (cache dropped)   warm (page cache)");
+    let (raw_cold, log_cold) = (median_rate(&cold.0), median_rate(&cold.1));
+    let (raw_warm, log_warm) = (median_rate(&warm.0), median_rate(&warm.1));
+    println!("  segment files directly:  {raw_cold:>12.0} {raw_warm:>19.0}");
+    println!("  log read (file regions): {log_cold:>12.0} {log_warm:>19.0}");
+    println!(
+        "  ratio log/raw:           {:>12.2} {:>19.2}",
+        log_cold / raw_cold,
+        log_warm / raw_warm
+    );
+    let raw_read = cold.0.iter().copied().min().unwrap_or_default();
 
     // --- lookups ------------------------------------------------------------------------------
     let log = open(&log_dir)?;
