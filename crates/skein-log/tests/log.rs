@@ -538,3 +538,38 @@ fn maintenance_compacts_only_once_enough_closed_data_is_dirty() {
     // An explicit compaction still runs.
     assert!(log.compact().unwrap().records_removed > 0);
 }
+
+#[test]
+fn flush_messages_and_flush_ms_move_the_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let config = LogConfig {
+        flush_messages: 5,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config, &clock);
+    log.append(&mut sized_batch(2, 10, T0), 0).unwrap();
+    log.append(&mut sized_batch(2, 10, T0), 0).unwrap();
+    assert_eq!(log.recovery_point(), 0, "4 records: not yet");
+    log.append(&mut sized_batch(2, 10, T0), 0).unwrap();
+    assert_eq!(log.recovery_point(), 6, "6 records: flushed");
+
+    let config = LogConfig {
+        flush_ms: 1000,
+        ..LogConfig::default()
+    };
+    log.set_config(config).unwrap();
+    log.append(&mut sized_batch(1, 10, T0), 0).unwrap();
+    clock.advance(999);
+    log.maintain().unwrap();
+    assert_eq!(log.recovery_point(), 6);
+    clock.advance(1);
+    log.maintain().unwrap();
+    assert_eq!(log.recovery_point(), 7);
+    // An explicit flush needs no policy.
+    log.set_config(LogConfig::default()).unwrap();
+    log.append(&mut sized_batch(1, 10, T0), 0).unwrap();
+    assert_eq!(log.recovery_point(), 7);
+    log.flush().unwrap();
+    assert_eq!(log.recovery_point(), 8);
+}
