@@ -1,22 +1,28 @@
 //! `skein dev`: everything Skein has, in one process, with embedded defaults.
 //!
-//! Today that is the log engine: it opens (and recovers) every partition under the data
-//! directory, runs retention, compaction and time-based flushes, and closes every log
-//! cleanly on Ctrl-C (SIGINT) or SIGTERM.
+//! Today that is one broker speaking the Kafka protocol over the log engine, with its data
+//! under `./skein-data`: it opens (and recovers) every partition, serves Kafka clients, runs
+//! retention, compaction and time-based flushes, and closes every log cleanly on Ctrl-C
+//! (SIGINT) or SIGTERM.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use skein_log::{LogManager, LogManagerConfig, SystemClock};
+use skein_broker::{Broker, BrokerConfig};
+use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct DevArgs {
-    /// Where partition logs live
+    /// Where topics and partition logs live
     #[arg(long, env = "SKEIN_DATA_DIR", default_value = "./skein-data")]
     data_dir: PathBuf,
+    /// Address the Kafka listener binds (port 0 picks a free one)
+    #[arg(long, env = "SKEIN_KAFKA_LISTEN", default_value = "127.0.0.1:9092")]
+    kafka_listen: SocketAddr,
     /// Seconds between retention and compaction runs
     #[arg(long, default_value_t = 30)]
     maintenance_interval_secs: u64,
@@ -32,13 +38,17 @@ pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
 
 async fn serve(args: DevArgs) -> anyhow::Result<()> {
     println!("skein dev: data directory {}", args.data_dir.display());
-    let dir = args.data_dir.clone();
-    let manager = tokio::task::spawn_blocking(move || {
-        LogManager::open(&dir, LogManagerConfig::default(), Arc::new(SystemClock))
-    })
-    .await?
-    .with_context(|| format!("failed to open the logs in {}", args.data_dir.display()))?;
-    let reports = manager.recovery_reports();
+    let listener = TcpListener::bind(args.kafka_listen)
+        .await
+        .with_context(|| format!("failed to bind the Kafka listener on {}", args.kafka_listen))?;
+    let address = listener.local_addr()?;
+    let mut config = BrokerConfig::new(&args.data_dir);
+    config.advertised_host = address.ip().to_string();
+    config.advertised_port = address.port();
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+        .await?
+        .with_context(|| format!("failed to open {}", args.data_dir.display()))?;
+    let reports = broker.logs.recovery_reports();
     let recovered = reports.iter().filter(|(_, r)| !r.clean_shutdown).count();
     println!(
         "log engine: {} partition(s) opened, {} recovered after an unclean shutdown",
@@ -55,12 +65,16 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     // before the logs are closed.
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
-    println!("this build contains the log engine only; the Kafka listener, gateway and control plane are not part of it yet");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
+        let _ = stopped.await;
+    }));
+    println!("kafka: bootstrap server {address} (Produce, Fetch, ListOffsets, Metadata, ApiVersions; topics are created on first use)");
+    println!("the gateway and control plane are not part of this build yet");
     println!(
         "running retention and compaction every {}s; press Ctrl-C to stop",
         args.maintenance_interval_secs
     );
-    let manager = Arc::new(manager);
     let mut ticks =
         tokio::time::interval(Duration::from_secs(args.maintenance_interval_secs.max(1)));
     ticks.tick().await;
@@ -69,8 +83,8 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
             _ = ticks.tick() => {
-                let m = Arc::clone(&manager);
-                match tokio::task::spawn_blocking(move || m.maintain()).await? {
+                let b = Arc::clone(&broker);
+                match tokio::task::spawn_blocking(move || b.logs.maintain()).await? {
                     Ok(report) if report.retention.segments_deleted > 0 || report.compaction.segments_rewritten > 0 => {
                         tracing::info!(
                             deleted_segments = report.retention.segments_deleted,
@@ -85,9 +99,9 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         }
     }
     println!("shutting down: flushing and closing every log");
-    let manager =
-        Arc::try_unwrap(manager).map_err(|_| anyhow::anyhow!("the log manager is still in use"))?;
-    tokio::task::spawn_blocking(move || manager.close())
+    let _ = stop.send(());
+    server.await?;
+    tokio::task::spawn_blocking(move || broker.shutdown())
         .await?
         .context("failed to close the logs cleanly")?;
     println!("closed cleanly");

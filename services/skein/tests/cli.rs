@@ -37,7 +37,7 @@ fn open(dir: &std::path::Path) -> Log {
 #[test]
 fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
     let data = tempfile::tempdir().unwrap();
-    let partition = data.path().join("orders-0");
+    let partition = data.path().join("logs").join("orders-0");
     let mut log = open(&partition);
     for _ in 0..10 {
         log.append(&mut batch(3), 0).unwrap();
@@ -45,7 +45,7 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
     drop(log); // as if the last process was killed
 
     let mut child = Command::new(SKEIN)
-        .args(["dev", "--data-dir"])
+        .args(["dev", "--kafka-listen", "127.0.0.1:0", "--data-dir"])
         .arg(data.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -1,0 +1,36 @@
+//! Broker settings.
+
+use std::path::PathBuf;
+
+use skein_log::LogConfig;
+
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    /// Host and port clients are told to connect to.
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub data_dir: PathBuf,
+    /// `socket.request.max.bytes`: a larger frame closes the connection.
+    pub max_request_bytes: usize,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics: bool,
+    /// `num.partitions`: partitions of an auto-created topic.
+    pub default_partitions: i32,
+    pub log: LogConfig,
+}
+
+impl BrokerConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            node_id: 0,
+            advertised_host: "127.0.0.1".to_owned(),
+            advertised_port: 9092,
+            data_dir: data_dir.into(),
+            max_request_bytes: 100 * 1024 * 1024,
+            auto_create_topics: true,
+            default_partitions: 1,
+            log: LogConfig::default(),
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! API key and version -> handler. The ApiVersions answer is derived from [`SUPPORTED`], so
+//! it lists exactly what the handlers implement.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader,
+    ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::connection::ConnectionError;
+use crate::handler;
+use crate::Broker;
+
+/// What the connection sends back.
+pub(crate) enum Reply {
+    Response(Bytes),
+    /// `acks=0` produce: no response at all.
+    None,
+}
+
+/// Every API this broker answers, with the versions it implements.
+pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 9),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+];
+
+pub(crate) fn supported(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, min, max)| (*min, *max))
+}
+
+pub(crate) async fn dispatch(
+    broker: &Broker,
+    api_key: i16,
+    version: i16,
+    frame: Bytes,
+) -> Result<Reply, ConnectionError> {
+    let key = ApiKey::try_from(api_key).map_err(|()| ConnectionError::UnknownApiKey { api_key })?;
+    let in_range = supported(key).is_some_and(|(min, max)| (min..=max).contains(&version));
+    if key == ApiKey::ApiVersions && !in_range {
+        // Clients learn the supported range from this answer, in the v0 format every
+        // client can read.
+        let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+        let body = handler::api_versions::unsupported_version();
+        return encode(ApiKey::ApiVersions, 0, correlation_id, &body);
+    }
+    if !in_range {
+        return Err(ConnectionError::UnsupportedVersion { api_key, version });
+    }
+    let malformed = |e: anyhow::Error| ConnectionError::Malformed {
+        api_key,
+        version,
+        reason: e.to_string(),
+    };
+    let mut buf = frame;
+    let header =
+        RequestHeader::decode(&mut buf, key.request_header_version(version)).map_err(malformed)?;
+    let id = header.correlation_id;
+    match key {
+        ApiKey::ApiVersions => encode(key, version, id, &handler::api_versions::handle()),
+        ApiKey::Metadata => {
+            let request = MetadataRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::metadata::handle(broker, request, version),
+            )
+        }
+        ApiKey::Produce => {
+            let request = ProduceRequest::decode(&mut buf, version).map_err(malformed)?;
+            let acks = request.acks;
+            let response = handler::produce::handle(broker, request, version);
+            if acks == 0 {
+                return Ok(Reply::None);
+            }
+            encode(key, version, id, &response)
+        }
+        ApiKey::Fetch => {
+            let request = FetchRequest::decode(&mut buf, version).map_err(malformed)?;
+            let response = handler::fetch::handle(broker, request, version).await;
+            encode(key, version, id, &response)
+        }
+        ApiKey::ListOffsets => {
+            let request = ListOffsetsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::list_offsets::handle(broker, request, version),
+            )
+        }
+        _ => Err(ConnectionError::UnsupportedVersion { api_key, version }),
+    }
+}
+
+fn encode<R: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) -> Result<Reply, ConnectionError> {
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let mut out = BytesMut::new();
+    let fail = |e: anyhow::Error| ConnectionError::Malformed {
+        api_key: key as i16,
+        version,
+        reason: format!("response encoding failed: {e}"),
+    };
+    header
+        .encode(&mut out, key.response_header_version(version))
+        .map_err(fail)?;
+    body.encode(&mut out, version).map_err(fail)?;
+    Ok(Reply::Response(out.freeze()))
+}

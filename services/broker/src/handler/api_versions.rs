@@ -1,0 +1,30 @@
+//! ApiVersions: the versions of every API this broker implements.
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::ApiVersionsResponse;
+use kafka_protocol::ResponseError;
+
+use crate::dispatch::SUPPORTED;
+
+fn api_keys() -> Vec<ApiVersion> {
+    SUPPORTED
+        .iter()
+        .map(|(key, min, max)| {
+            ApiVersion::default()
+                .with_api_key(*key as i16)
+                .with_min_version(*min)
+                .with_max_version(*max)
+        })
+        .collect()
+}
+
+pub(crate) fn handle() -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_api_keys(api_keys())
+}
+
+/// The answer to an ApiVersions version this broker does not speak (sent as v0).
+pub(crate) fn unsupported_version() -> ApiVersionsResponse {
+    ApiVersionsResponse::default()
+        .with_error_code(ResponseError::UnsupportedVersion.code())
+        .with_api_keys(api_keys())
+}

@@ -1,0 +1,64 @@
+//! ListOffsets: earliest (-2), latest (-1) or the first offset at or after a timestamp.
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::ResponseError;
+
+use super::log_error_code;
+use crate::Broker;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+
+pub(crate) fn handle(
+    broker: &Broker,
+    request: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
+    // Leader epochs travel from v4 on; earlier versions must leave the field at its default.
+    let epoch = if version >= 4 { 0 } else { -1 };
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.as_str().to_owned();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let answer = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1);
+                    let Some(log) = broker.partition_log(&name, p.partition_index) else {
+                        return answer
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let log = log.read();
+                    match p.timestamp {
+                        LATEST => answer
+                            .with_offset(log.log_end_offset() as i64)
+                            .with_leader_epoch(epoch),
+                        EARLIEST => answer
+                            .with_offset(log.log_start_offset() as i64)
+                            .with_leader_epoch(epoch),
+                        ts => match log.offset_for_timestamp(ts) {
+                            Ok(Some((offset, found))) => answer
+                                .with_offset(offset as i64)
+                                .with_timestamp(found)
+                                .with_leader_epoch(epoch),
+                            Ok(None) => answer,
+                            Err(e) => answer.with_error_code(log_error_code(&e)),
+                        },
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,39 @@
+//! One module per Kafka API, named after its API key.
+
+pub(crate) mod api_versions;
+pub(crate) mod fetch;
+pub(crate) mod list_offsets;
+pub(crate) mod metadata;
+pub(crate) mod produce;
+
+use kafka_protocol::ResponseError;
+use skein_log::LogError;
+
+/// The Kafka error code for a log failure, decided once here.
+pub(crate) fn log_error_code(err: &LogError) -> i16 {
+    let error = match err {
+        LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        LogError::InvalidBatch { source, .. } => match source {
+            skein_log::batch::BatchError::UnsupportedMagic { .. } => {
+                ResponseError::UnsupportedForMessageFormat
+            }
+            _ => ResponseError::CorruptMessage,
+        },
+        LogError::BatchTooLarge { .. } => ResponseError::MessageTooLarge,
+        LogError::EmptyAppend | LogError::InconsistentRecordCount { .. } => {
+            ResponseError::InvalidRecord
+        }
+        LogError::NonMonotonicOffset { .. } | LogError::OffsetOverflow { .. } => {
+            ResponseError::InvalidRecord
+        }
+        LogError::CorruptSegment { .. }
+        | LogError::Io { .. }
+        | LogError::Fenced { .. }
+        | LogError::IndexTruncated { .. } => ResponseError::KafkaStorageError,
+        LogError::InvalidPartitionDir { .. } | LogError::InvalidConfig { .. } => {
+            ResponseError::UnknownServerError
+        }
+        _ => ResponseError::UnknownServerError,
+    };
+    error.code()
+}

@@ -1,0 +1,37 @@
+//! Accepts connections until shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::connection;
+use crate::Broker;
+
+/// Serves Kafka clients on `listener` until `shutdown` completes, then waits for open
+/// connections to finish their current request.
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Future<Output = ()>) {
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let broker = Arc::clone(&broker);
+                    connections.spawn(async move {
+                        if let Err(e) = connection::run(stream, broker).await {
+                            tracing::info!(%peer, reason = %e, "closed connection");
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+}
