@@ -3,8 +3,9 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader,
-    ResponseHeader,
+    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -26,6 +27,11 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeCluster, 0, 1),
 ];
 
 pub(crate) fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -95,6 +101,46 @@ pub(crate) async fn dispatch(
                 id,
                 &handler::list_offsets::handle(broker, request, version),
             )
+        }
+        ApiKey::CreateTopics => {
+            let request = CreateTopicsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::admin::create_topics(broker, request, version),
+            )
+        }
+        ApiKey::DeleteTopics => {
+            let request = DeleteTopicsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::admin::delete_topics(broker, request, version),
+            )
+        }
+        ApiKey::CreatePartitions => {
+            let request = CreatePartitionsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::admin::create_partitions(broker, request),
+            )
+        }
+        ApiKey::DeleteRecords => {
+            let request = DeleteRecordsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::admin::delete_records(broker, request),
+            )
+        }
+        ApiKey::DescribeCluster => {
+            DescribeClusterRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(key, version, id, &handler::admin::describe_cluster(broker))
         }
         _ => Err(ConnectionError::UnsupportedVersion { api_key, version }),
     }

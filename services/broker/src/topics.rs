@@ -26,6 +26,10 @@ pub enum TopicError {
     InvalidPartitions { partitions: i32 },
     #[error("topic {name} already exists")]
     AlreadyExists { name: String },
+    #[error("topic {name} does not exist")]
+    NotFound { name: String },
+    #[error("topic {name} has {current} partitions; a new count must be larger")]
+    PartitionsNotIncreased { name: String, current: i32 },
     #[error("failed to persist topics in {path}")]
     Io {
         path: PathBuf,
@@ -104,6 +108,16 @@ impl TopicRegistry {
     }
 
     pub fn create(&self, name: &str, partitions: i32) -> Result<TopicInfo, TopicError> {
+        self.create_checked(name, partitions, false)
+    }
+
+    /// Creates a topic, or with `validate_only` only checks that it could be created.
+    pub fn create_checked(
+        &self,
+        name: &str,
+        partitions: i32,
+        validate_only: bool,
+    ) -> Result<TopicInfo, TopicError> {
         validate_name(name)?;
         if !(1..=100_000).contains(&partitions) {
             return Err(TopicError::InvalidPartitions { partitions });
@@ -119,12 +133,67 @@ impl TopicRegistry {
             id: Uuid::new_v4(),
             partitions,
         };
+        if validate_only {
+            return Ok(info);
+        }
         topics.insert(name.to_owned(), info.clone());
         if let Err(e) = self.persist(&topics) {
             topics.remove(name);
             return Err(e);
         }
         Ok(info)
+    }
+
+    /// Removes a topic; its logs are the caller's to delete.
+    pub fn delete(&self, name: &str) -> Result<TopicInfo, TopicError> {
+        let mut topics = self.topics.write();
+        let Some(info) = topics.remove(name) else {
+            return Err(TopicError::NotFound {
+                name: name.to_owned(),
+            });
+        };
+        if let Err(e) = self.persist(&topics) {
+            topics.insert(name.to_owned(), info);
+            return Err(e);
+        }
+        Ok(info)
+    }
+
+    /// Raises a topic's partition count (partitions are never removed).
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<TopicInfo, TopicError> {
+        let mut topics = self.topics.write();
+        let Some(info) = topics.get(name).cloned() else {
+            return Err(TopicError::NotFound {
+                name: name.to_owned(),
+            });
+        };
+        if count <= info.partitions {
+            return Err(TopicError::PartitionsNotIncreased {
+                name: name.to_owned(),
+                current: info.partitions,
+            });
+        }
+        if count > 100_000 {
+            return Err(TopicError::InvalidPartitions { partitions: count });
+        }
+        let updated = TopicInfo {
+            partitions: count,
+            ..info.clone()
+        };
+        if validate_only {
+            return Ok(updated);
+        }
+        topics.insert(name.to_owned(), updated.clone());
+        if let Err(e) = self.persist(&topics) {
+            topics.insert(name.to_owned(), info);
+            return Err(e);
+        }
+        Ok(updated)
     }
 
     fn persist(&self, topics: &BTreeMap<String, TopicInfo>) -> Result<(), TopicError> {

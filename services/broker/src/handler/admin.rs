@@ -1,0 +1,260 @@
+//! The topic admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords and
+//! DescribeCluster.
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{
+    BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, DescribeClusterResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use skein_log::TopicPartition;
+
+use super::log_error_code;
+use crate::topics::TopicError;
+use crate::Broker;
+
+/// The Kafka error code and message for a refused topic operation.
+fn topic_error(err: &TopicError) -> (i16, Option<StrBytes>) {
+    let code = match err {
+        TopicError::InvalidName { .. } => ResponseError::InvalidTopicException,
+        TopicError::InvalidPartitions { .. } | TopicError::PartitionsNotIncreased { .. } => {
+            ResponseError::InvalidPartitions
+        }
+        TopicError::AlreadyExists { .. } => ResponseError::TopicAlreadyExists,
+        TopicError::NotFound { .. } => ResponseError::UnknownTopicOrPartition,
+        TopicError::Io { .. } => ResponseError::KafkaStorageError,
+    };
+    (code.code(), Some(StrBytes::from_string(err.to_string())))
+}
+
+pub(crate) fn create_topics(
+    broker: &Broker,
+    request: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.as_str().to_owned();
+            let result = CreatableTopicResult::default().with_name(topic.name.clone());
+            let partitions = match topic.num_partitions {
+                -1 => broker.config.default_partitions,
+                n => n,
+            };
+            let refuse = |code: ResponseError, message: String| {
+                CreatableTopicResult::default()
+                    .with_name(topic.name.clone())
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message)))
+            };
+            if topic.replication_factor != -1 && topic.replication_factor != 1 {
+                return refuse(
+                    ResponseError::InvalidReplicationFactor,
+                    format!(
+                        "replication factor {} is larger than the 1 broker available",
+                        topic.replication_factor
+                    ),
+                );
+            }
+            if !topic.assignments.is_empty() {
+                return refuse(
+                    ResponseError::InvalidRequest,
+                    "manual replica assignments are not supported".to_owned(),
+                );
+            }
+            if let Some(config) = topic.configs.first() {
+                return refuse(
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "per-topic configs are not supported yet (got {})",
+                        config.name.as_str()
+                    ),
+                );
+            }
+            match broker
+                .topics
+                .create_checked(&name, partitions, request.validate_only)
+            {
+                Ok(info) => {
+                    let result = if version >= 7 {
+                        result.with_topic_id(info.id)
+                    } else {
+                        result
+                    };
+                    if version >= 5 {
+                        result
+                            .with_num_partitions(info.partitions)
+                            .with_replication_factor(1)
+                    } else {
+                        result
+                    }
+                }
+                Err(e) => {
+                    let (code, message) = topic_error(&e);
+                    result.with_error_code(code).with_error_message(message)
+                }
+            }
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+pub(crate) fn delete_topics(
+    broker: &Broker,
+    request: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    // v6 names topics in `topics` (by name or id); earlier versions in `topic_names`.
+    let names: Vec<Option<String>> = if version >= 6 {
+        request
+            .topics
+            .iter()
+            .map(|t| match &t.name {
+                Some(n) => Some(n.0.as_str().to_owned()),
+                None => broker
+                    .topics
+                    .list()
+                    .into_iter()
+                    .find(|i| i.id == t.topic_id)
+                    .map(|i| i.name),
+            })
+            .collect()
+    } else {
+        request
+            .topic_names
+            .iter()
+            .map(|n| Some(n.0.as_str().to_owned()))
+            .collect()
+    };
+    let responses = names
+        .into_iter()
+        .map(|name| {
+            let Some(name) = name else {
+                return DeletableTopicResult::default()
+                    .with_error_code(ResponseError::UnknownTopicId.code());
+            };
+            let result = DeletableTopicResult::default()
+                .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+            match broker.topics.delete(&name) {
+                Ok(info) => {
+                    for partition in 0..info.partitions {
+                        if let Err(e) = broker.logs.delete(&TopicPartition::new(&name, partition)) {
+                            tracing::warn!(topic = %name, partition, error = %e, "failed to delete partition log");
+                        }
+                    }
+                    if version >= 6 {
+                        result.with_topic_id(info.id)
+                    } else {
+                        result
+                    }
+                }
+                Err(e) => {
+                    let (code, message) = topic_error(&e);
+                    let result = result.with_error_code(code);
+                    if version >= 5 {
+                        result.with_error_message(message)
+                    } else {
+                        result
+                    }
+                }
+            }
+        })
+        .collect();
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+pub(crate) fn create_partitions(
+    broker: &Broker,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let results = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+            if topic.assignments.is_some() {
+                return result
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "manual replica assignments are not supported",
+                    )));
+            }
+            match broker.topics.add_partitions(
+                topic.name.0.as_str(),
+                topic.count,
+                request.validate_only,
+            ) {
+                Ok(_) => result,
+                Err(e) => {
+                    let (code, message) = topic_error(&e);
+                    result.with_error_code(code).with_error_message(message)
+                }
+            }
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}
+
+pub(crate) fn delete_records(
+    broker: &Broker,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.as_str().to_owned();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let result = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(-1);
+                    let Some(log) = broker.partition_log(&name, p.partition_index) else {
+                        return result
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let mut log = log.write();
+                    // -1 means "up to the high watermark".
+                    let target = if p.offset == -1 {
+                        log.log_end_offset() as i64
+                    } else {
+                        p.offset
+                    };
+                    if target < 0 {
+                        return result.with_error_code(ResponseError::OffsetOutOfRange.code());
+                    }
+                    match log.advance_log_start(target as u64) {
+                        Ok(_) => result.with_low_watermark(log.log_start_offset() as i64),
+                        Err(e) => result.with_error_code(log_error_code(&e)),
+                    }
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
+}
+
+pub(crate) fn describe_cluster(broker: &Broker) -> DescribeClusterResponse {
+    let node = BrokerId(broker.config.node_id);
+    DescribeClusterResponse::default()
+        .with_cluster_id(StrBytes::from_static_str("skein"))
+        .with_controller_id(node)
+        .with_brokers(vec![DescribeClusterBroker::default()
+            .with_broker_id(node)
+            .with_host(StrBytes::from_string(broker.config.advertised_host.clone()))
+            .with_port(broker.config.advertised_port as i32)])
+}

@@ -1,0 +1,55 @@
+//! confluent-kafka (librdkafka) against a real broker over TCP, driven by the Python scripts
+//! in `tests/clients/`, run by the interpreter of the environment `tests/clients/setup.sh`
+//! prepares (or `SKEIN_PYTHON`).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Command;
+
+use common::TestBroker;
+
+/// The interpreter with the client packages: `SKEIN_PYTHON`, or the environment that
+/// `tests/clients/setup.sh` creates (and, on first use, fills from PyPI).
+fn python() -> String {
+    if let Ok(python) = std::env::var("SKEIN_PYTHON") {
+        return python;
+    }
+    let setup = format!(
+        "{}/../../tests/clients/setup.sh",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new("bash").arg(&setup).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{setup} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn run_client(script: &str, broker: &TestBroker) {
+    let python = python();
+    let path = format!(
+        "{}/../../tests/clients/{script}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new(&python)
+        .arg(&path)
+        .arg(broker.bootstrap())
+        .output()
+        .unwrap_or_else(|e| panic!("failed to run {python} {path}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("ok"),
+        "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+}
+
+#[test]
+fn confluent_kafka_admin_and_every_codec_round_trip() {
+    let broker = TestBroker::start();
+    run_client("confluent_admin_and_codecs.py", &broker);
+}
