@@ -17,6 +17,8 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     /// `num.partitions`: partitions of an auto-created topic.
     pub default_partitions: i32,
+    /// `group.initial.rebalance.delay.ms`: how long a new group waits for more members.
+    pub group_initial_rebalance_delay_ms: u64,
     pub log: LogConfig,
 }
 
@@ -30,6 +32,7 @@ impl BrokerConfig {
             max_request_bytes: 100 * 1024 * 1024,
             auto_create_topics: true,
             default_partitions: 1,
+            group_initial_rebalance_delay_ms: 3000,
             log: LogConfig::default(),
         }
     }

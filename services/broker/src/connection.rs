@@ -30,6 +30,9 @@ pub(crate) enum ConnectionError {
 }
 
 pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), ConnectionError> {
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()));
     let codec = LengthDelimitedCodec::builder()
         .length_field_length(4)
         .max_frame_length(broker.config.max_request_bytes)
@@ -37,7 +40,7 @@ pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), Co
     let mut framed = Framed::new(stream, codec);
     while let Some(frame) = framed.next().await {
         let frame = frame.map_err(ConnectionError::Frame)?;
-        match handle_frame(frame, &broker).await? {
+        match handle_frame(frame, &broker, &peer).await? {
             Reply::Response(bytes) => framed.send(bytes).await.map_err(ConnectionError::Frame)?,
             Reply::None => {}
         }
@@ -45,7 +48,11 @@ pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), Co
     Ok(())
 }
 
-async fn handle_frame(frame: BytesMut, broker: &Broker) -> Result<Reply, ConnectionError> {
+async fn handle_frame(
+    frame: BytesMut,
+    broker: &Broker,
+    peer: &str,
+) -> Result<Reply, ConnectionError> {
     if frame.len() < 8 {
         return Err(ConnectionError::ShortHeader { len: frame.len() });
     }
@@ -53,5 +60,5 @@ async fn handle_frame(frame: BytesMut, broker: &Broker) -> Result<Reply, Connect
     let api_key = peek.get_i16();
     let version = peek.get_i16();
     let bytes: Bytes = frame.freeze();
-    dispatch::dispatch(broker, api_key, version, bytes).await
+    dispatch::dispatch(broker, api_key, version, bytes, peer).await
 }

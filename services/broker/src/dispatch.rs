@@ -4,8 +4,10 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
-    ProduceRequest, RequestHeader, ResponseHeader,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -32,6 +34,15 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 7),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 4),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DescribeGroups, 0, 5),
 ];
 
 pub(crate) fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -46,6 +57,7 @@ pub(crate) async fn dispatch(
     api_key: i16,
     version: i16,
     frame: Bytes,
+    peer: &str,
 ) -> Result<Reply, ConnectionError> {
     let key = ApiKey::try_from(api_key).map_err(|()| ConnectionError::UnknownApiKey { api_key })?;
     let in_range = supported(key).is_some_and(|(min, max)| (min..=max).contains(&version));
@@ -68,6 +80,10 @@ pub(crate) async fn dispatch(
     let header =
         RequestHeader::decode(&mut buf, key.request_header_version(version)).map_err(malformed)?;
     let id = header.correlation_id;
+    let client_id = header
+        .client_id
+        .as_ref()
+        .map_or_else(String::new, |c| c.as_str().to_owned());
     match key {
         ApiKey::ApiVersions => encode(key, version, id, &handler::api_versions::handle()),
         ApiKey::Metadata => {
@@ -141,6 +157,80 @@ pub(crate) async fn dispatch(
         ApiKey::DescribeCluster => {
             DescribeClusterRequest::decode(&mut buf, version).map_err(malformed)?;
             encode(key, version, id, &handler::admin::describe_cluster(broker))
+        }
+        ApiKey::FindCoordinator => {
+            let request = FindCoordinatorRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::group::find_coordinator(broker, request, version),
+            )
+        }
+        ApiKey::JoinGroup => {
+            let request = JoinGroupRequest::decode(&mut buf, version).map_err(malformed)?;
+            let response =
+                handler::group::join_group(broker, request, version, &client_id, peer).await;
+            encode(key, version, id, &response)
+        }
+        ApiKey::SyncGroup => {
+            let request = SyncGroupRequest::decode(&mut buf, version).map_err(malformed)?;
+            let response = handler::group::sync_group(broker, request, version).await;
+            encode(key, version, id, &response)
+        }
+        ApiKey::Heartbeat => {
+            let request = HeartbeatRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::group::heartbeat(broker, request),
+            )
+        }
+        ApiKey::LeaveGroup => {
+            let request = LeaveGroupRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::group::leave_group(broker, request, version),
+            )
+        }
+        ApiKey::OffsetCommit => {
+            let request = OffsetCommitRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::group::offset_commit(broker, request, version),
+            )
+        }
+        ApiKey::OffsetFetch => {
+            let request = OffsetFetchRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::group::offset_fetch(broker, request, version),
+            )
+        }
+        ApiKey::ListGroups => {
+            ListGroupsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::group::list_groups(broker, version),
+            )
+        }
+        ApiKey::DescribeGroups => {
+            let request = DescribeGroupsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::group::describe_groups(broker, request, version),
+            )
         }
         _ => Err(ConnectionError::UnsupportedVersion { api_key, version }),
     }

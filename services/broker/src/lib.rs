@@ -12,6 +12,7 @@
 pub mod config;
 mod connection;
 mod dispatch;
+mod group;
 mod handler;
 mod listener;
 pub mod topics;
@@ -31,6 +32,8 @@ pub struct Broker {
     pub config: BrokerConfig,
     pub logs: LogManager,
     pub topics: TopicRegistry,
+    groups: group::Coordinator,
+    offsets: group::OffsetStore,
     /// Woken on every append, so waiting fetches re-read.
     appended: Notify,
 }
@@ -46,10 +49,16 @@ impl Broker {
             Arc::new(SystemClock),
         )?;
         let topics = TopicRegistry::open(&config.data_dir)?;
+        let offsets = group::OffsetStore::open(&logs)?;
+        let groups = group::Coordinator::new(std::time::Duration::from_millis(
+            config.group_initial_rebalance_delay_ms,
+        ));
         Ok(Arc::new(Self {
             config,
             logs,
             topics,
+            groups,
+            offsets,
             appended: Notify::new(),
         }))
     }
@@ -68,7 +77,12 @@ impl Broker {
     /// Closes every log cleanly.
     pub fn shutdown(self: Arc<Self>) -> anyhow::Result<()> {
         match Arc::try_unwrap(self) {
-            Ok(broker) => Ok(broker.logs.close()?),
+            Ok(broker) => {
+                let Broker { logs, offsets, .. } = broker;
+                // The offset store shares its log; let go of it so the log closes cleanly.
+                drop(offsets);
+                Ok(logs.close()?)
+            }
             Err(_) => anyhow::bail!("the broker is still in use"),
         }
     }

@@ -13,6 +13,17 @@ use crate::Broker;
 /// connections to finish their current request.
 pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Future<Output = ()>) {
     let mut connections = JoinSet::new();
+    // Group members whose sessions lapse are removed, and stalled rebalances completed.
+    let expiry = {
+        let broker = Arc::clone(&broker);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(std::time::Duration::from_millis(250));
+            loop {
+                ticks.tick().await;
+                broker.groups.expire();
+            }
+        })
+    };
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -32,6 +43,8 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Fu
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
+    expiry.abort();
+    let _ = expiry.await;
     connections.abort_all();
     while connections.join_next().await.is_some() {}
 }

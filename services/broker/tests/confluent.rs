@@ -29,7 +29,7 @@ fn python() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-fn run_client(script: &str, broker: &TestBroker) {
+fn run_client(script: &str, broker: &TestBroker, args: &[&str]) {
     let python = python();
     let path = format!(
         "{}/../../tests/clients/{script}",
@@ -38,6 +38,7 @@ fn run_client(script: &str, broker: &TestBroker) {
     let out = Command::new(&python)
         .arg(&path)
         .arg(broker.bootstrap())
+        .args(args)
         .output()
         .unwrap_or_else(|e| panic!("failed to run {python} {path}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -51,5 +52,13 @@ fn run_client(script: &str, broker: &TestBroker) {
 #[test]
 fn confluent_kafka_admin_and_every_codec_round_trip() {
     let broker = TestBroker::start();
-    run_client("confluent_admin_and_codecs.py", &broker);
+    run_client("confluent_admin_and_codecs.py", &broker, &[]);
+}
+
+#[test]
+fn confluent_kafka_consumer_groups_split_take_over_and_resume_after_a_broker_restart() {
+    let mut broker = TestBroker::start();
+    run_client("confluent_groups.py", &broker, &["first"]);
+    broker.restart();
+    run_client("confluent_groups.py", &broker, &["after-restart"]);
 }

@@ -3,6 +3,7 @@
 pub(crate) mod admin;
 pub(crate) mod api_versions;
 pub(crate) mod fetch;
+pub(crate) mod group;
 pub(crate) mod list_offsets;
 pub(crate) mod metadata;
 pub(crate) mod produce;

@@ -9,11 +9,11 @@ use tokio::net::TcpListener;
 
 pub struct TestBroker {
     pub addr: SocketAddr,
-    pub broker: Arc<Broker>,
+    pub broker: Option<Arc<Broker>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     pub runtime: tokio::runtime::Runtime,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl TestBroker {
@@ -26,22 +26,54 @@ impl TestBroker {
         let dir = tempfile::tempdir().unwrap();
         let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut config = BrokerConfig::new(dir.path());
-        config.advertised_port = addr.port();
+        let mut this = Self {
+            addr,
+            broker: None,
+            stop: None,
+            server: None,
+            runtime,
+            dir,
+        };
+        this.run(listener);
+        this
+    }
+
+    fn run(&mut self, listener: TcpListener) {
+        let mut config = BrokerConfig::new(self.dir.path());
+        config.advertised_port = self.addr.port();
         config.max_request_bytes = 1024 * 1024;
+        config.group_initial_rebalance_delay_ms = 0;
         let broker = Broker::open(config).unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = runtime.spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
-            let _ = stopped.await;
-        }));
-        Self {
-            addr,
-            broker,
-            stop: Some(stop),
-            server: Some(server),
-            runtime,
-            _dir: dir,
+        let _guard = self.runtime.enter();
+        self.server = Some(self.runtime.spawn(skein_broker::serve(
+            listener,
+            Arc::clone(&broker),
+            async {
+                let _ = stopped.await;
+            },
+        )));
+        self.stop = Some(stop);
+        self.broker = Some(broker);
+    }
+
+    fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
+        if let Some(server) = self.server.take() {
+            let _ = self.runtime.block_on(server);
+        }
+        if let Some(broker) = self.broker.take() {
+            broker.shutdown().unwrap();
+        }
+    }
+
+    /// Stops the broker cleanly and starts it again on the same port and data.
+    pub fn restart(&mut self) {
+        self.stop();
+        let listener = self.runtime.block_on(TcpListener::bind(self.addr)).unwrap();
+        self.run(listener);
     }
 
     pub fn bootstrap(&self) -> String {
@@ -51,11 +83,6 @@ impl TestBroker {
 
 impl Drop for TestBroker {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(server) = self.server.take() {
-            let _ = self.runtime.block_on(server);
-        }
+        self.stop();
     }
 }

@@ -1,0 +1,7 @@
+//! Consumer groups: the classic group protocol's coordinator and the committed-offset store.
+
+mod coordinator;
+mod offsets;
+
+pub(crate) use coordinator::{Coordinator, GroupState, JoinRequest};
+pub(crate) use offsets::{Committed, OffsetStore};

@@ -1,0 +1,406 @@
+//! The group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! OffsetCommit, OffsetFetch, ListGroups and DescribeGroups.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use skein_log::Clock;
+
+use crate::group::{Committed, GroupState, JoinRequest};
+use crate::Broker;
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+pub(crate) fn find_coordinator(
+    broker: &Broker,
+    request: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    let node = BrokerId(broker.config.node_id);
+    let host = s(&broker.config.advertised_host);
+    let port = broker.config.advertised_port as i32;
+    if version >= 4 {
+        let coordinators = request
+            .coordinator_keys
+            .into_iter()
+            .map(|key| {
+                CoordinatorEntry::default()
+                    .with_key(key)
+                    .with_node_id(node)
+                    .with_host(host.clone())
+                    .with_port(port)
+            })
+            .collect();
+        FindCoordinatorResponse::default().with_coordinators(coordinators)
+    } else {
+        FindCoordinatorResponse::default()
+            .with_node_id(node)
+            .with_host(host)
+            .with_port(port)
+    }
+}
+
+pub(crate) async fn join_group(
+    broker: &Broker,
+    request: JoinGroupRequest,
+    version: i16,
+    client_id: &str,
+    client_host: &str,
+) -> JoinGroupResponse {
+    let session = Duration::from_millis(request.session_timeout_ms.max(0) as u64);
+    // v0 has no rebalance timeout: it is the session timeout.
+    let rebalance = if version >= 1 {
+        Duration::from_millis(request.rebalance_timeout_ms.max(0) as u64)
+    } else {
+        session
+    };
+    let outcome = broker
+        .groups
+        .join(JoinRequest {
+            group_id: request.group_id.0.as_str().to_owned(),
+            member_id: request.member_id.as_str().to_owned(),
+            instance_id: request.group_instance_id.map(|i| i.as_str().to_owned()),
+            client_id: client_id.to_owned(),
+            client_host: client_host.to_owned(),
+            session_timeout: session,
+            rebalance_timeout: rebalance,
+            protocol_type: request.protocol_type.as_str().to_owned(),
+            protocols: request
+                .protocols
+                .into_iter()
+                .map(|p| (p.name.as_str().to_owned(), p.metadata))
+                .collect(),
+            requires_known_member_id: version >= 4,
+        })
+        .await;
+    let response = JoinGroupResponse::default()
+        .with_error_code(outcome.error.map_or(0, |e| e.code()))
+        .with_generation_id(outcome.generation)
+        .with_protocol_name(outcome.protocol.as_deref().map(s))
+        .with_leader(s(&outcome.leader))
+        .with_member_id(s(&outcome.member_id))
+        .with_members(
+            outcome
+                .members
+                .into_iter()
+                .map(|(id, instance, metadata)| {
+                    let member = JoinGroupResponseMember::default()
+                        .with_member_id(s(&id))
+                        .with_metadata(metadata);
+                    if version >= 5 {
+                        member.with_group_instance_id(instance.as_deref().map(s))
+                    } else {
+                        member
+                    }
+                })
+                .collect(),
+        );
+    if version >= 7 {
+        response.with_protocol_type(outcome.protocol_type.as_deref().map(s))
+    } else {
+        response
+    }
+}
+
+pub(crate) async fn sync_group(
+    broker: &Broker,
+    request: SyncGroupRequest,
+    version: i16,
+) -> SyncGroupResponse {
+    let result = broker
+        .groups
+        .sync(
+            request.group_id.0.as_str(),
+            request.member_id.as_str(),
+            request.generation_id,
+            request
+                .assignments
+                .into_iter()
+                .map(|a| (a.member_id.as_str().to_owned(), a.assignment))
+                .collect(),
+        )
+        .await;
+    match result {
+        Ok((assignment, protocol_type, protocol)) => {
+            let response = SyncGroupResponse::default().with_assignment(assignment);
+            if version >= 5 {
+                response
+                    .with_protocol_type(protocol_type.as_deref().map(s))
+                    .with_protocol_name(protocol.as_deref().map(s))
+            } else {
+                response
+            }
+        }
+        Err(e) => SyncGroupResponse::default().with_error_code(e.code()),
+    }
+}
+
+pub(crate) fn heartbeat(broker: &Broker, request: HeartbeatRequest) -> HeartbeatResponse {
+    let result = broker.groups.heartbeat(
+        request.group_id.0.as_str(),
+        request.member_id.as_str(),
+        request.generation_id,
+    );
+    HeartbeatResponse::default().with_error_code(result.err().map_or(0, |e| e.code()))
+}
+
+pub(crate) fn leave_group(
+    broker: &Broker,
+    request: LeaveGroupRequest,
+    version: i16,
+) -> LeaveGroupResponse {
+    let group = request.group_id.0.as_str();
+    if version < 3 {
+        let result = broker
+            .groups
+            .leave(group, &[(request.member_id.as_str().to_owned(), None)]);
+        let code = result.first().and_then(|r| r.err()).map_or(0, |e| e.code());
+        return LeaveGroupResponse::default().with_error_code(code);
+    }
+    let members: Vec<(String, Option<String>)> = request
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.as_str().to_owned(),
+                m.group_instance_id.as_ref().map(|i| i.as_str().to_owned()),
+            )
+        })
+        .collect();
+    let results = broker.groups.leave(group, &members);
+    LeaveGroupResponse::default().with_members(
+        members
+            .into_iter()
+            .zip(results)
+            .map(|((id, instance), result)| {
+                MemberResponse::default()
+                    .with_member_id(s(&id))
+                    .with_group_instance_id(instance.as_deref().map(s))
+                    .with_error_code(result.err().map_or(0, |e| e.code()))
+            })
+            .collect(),
+    )
+}
+
+pub(crate) fn offset_commit(
+    broker: &Broker,
+    request: OffsetCommitRequest,
+    version: i16,
+) -> OffsetCommitResponse {
+    let group = request.group_id.0.as_str();
+    let allowed = broker.groups.check_commit(
+        group,
+        request.member_id.as_str(),
+        request.generation_id_or_member_epoch,
+    );
+    let mut commits = Vec::new();
+    let mut topics = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.0.as_str();
+        let known = broker.topics.get(name);
+        let partitions = topic
+            .partitions
+            .iter()
+            .map(|p| {
+                let code = match (&allowed, &known) {
+                    (Err(e), _) => e.code(),
+                    (Ok(()), Some(info))
+                        if p.partition_index >= 0 && p.partition_index < info.partitions =>
+                    {
+                        commits.push((
+                            name.to_owned(),
+                            p.partition_index,
+                            Committed {
+                                offset: p.committed_offset,
+                                leader_epoch: if version >= 6 {
+                                    p.committed_leader_epoch
+                                } else {
+                                    -1
+                                },
+                                metadata: p
+                                    .committed_metadata
+                                    .as_ref()
+                                    .map(|m| m.as_str().to_owned())
+                                    .unwrap_or_default(),
+                            },
+                        ));
+                        0
+                    }
+                    (Ok(()), _) => ResponseError::UnknownTopicOrPartition.code(),
+                };
+                OffsetCommitResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(code)
+            })
+            .collect::<Vec<_>>();
+        topics.push((topic.name.clone(), partitions));
+    }
+    let now = skein_log::SystemClock.now_ms();
+    if let Err(e) = broker.offsets.commit(group, &commits, now) {
+        tracing::error!(group, error = %e, "failed to store committed offsets");
+        for (_, partitions) in &mut topics {
+            for p in partitions.iter_mut() {
+                if p.error_code == 0 {
+                    p.error_code = ResponseError::CoordinatorNotAvailable.code();
+                }
+            }
+        }
+    }
+    OffsetCommitResponse::default().with_topics(
+        topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(name)
+                    .with_partitions(partitions)
+            })
+            .collect(),
+    )
+}
+
+pub(crate) fn offset_fetch(
+    broker: &Broker,
+    request: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    let group = request.group_id.0.as_str();
+    let entry = |partition: i32, committed: Option<Committed>| {
+        let answer = OffsetFetchResponsePartition::default().with_partition_index(partition);
+        let answer = match &committed {
+            Some(c) => answer
+                .with_committed_offset(c.offset)
+                .with_metadata(Some(s(&c.metadata))),
+            None => answer.with_committed_offset(-1).with_metadata(Some(s(""))),
+        };
+        if version >= 5 {
+            answer.with_committed_leader_epoch(committed.map_or(-1, |c| c.leader_epoch))
+        } else {
+            answer
+        }
+    };
+    let topics: Vec<OffsetFetchResponseTopic> = match request.topics {
+        Some(topics) => topics
+            .into_iter()
+            .map(|t| {
+                let name = t.name.0.as_str().to_owned();
+                OffsetFetchResponseTopic::default()
+                    .with_partitions(
+                        t.partition_indexes
+                            .iter()
+                            .map(|p| entry(*p, broker.offsets.get(group, &name, *p)))
+                            .collect(),
+                    )
+                    .with_name(t.name)
+            })
+            .collect(),
+        None => {
+            let mut by_topic: std::collections::BTreeMap<
+                String,
+                Vec<OffsetFetchResponsePartition>,
+            > = std::collections::BTreeMap::new();
+            for (topic, partition, committed) in broker.offsets.all(group) {
+                by_topic
+                    .entry(topic)
+                    .or_default()
+                    .push(entry(partition, Some(committed)));
+            }
+            by_topic
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(s(&topic)))
+                        .with_partitions(partitions)
+                })
+                .collect()
+        }
+    };
+    OffsetFetchResponse::default().with_topics(topics)
+}
+
+pub(crate) fn list_groups(broker: &Broker, version: i16) -> ListGroupsResponse {
+    let mut groups: Vec<(String, String, GroupState)> = broker.groups.list();
+    for g in broker.offsets.groups() {
+        if !groups.iter().any(|(id, _, _)| *id == g) {
+            groups.push((g, "consumer".to_owned(), GroupState::Empty));
+        }
+    }
+    ListGroupsResponse::default().with_groups(
+        groups
+            .into_iter()
+            .map(|(id, protocol_type, state)| {
+                let listed = ListedGroup::default()
+                    .with_group_id(GroupId(s(&id)))
+                    .with_protocol_type(s(&protocol_type));
+                if version >= 4 {
+                    listed.with_group_state(s(state.name()))
+                } else {
+                    listed
+                }
+            })
+            .collect(),
+    )
+}
+
+pub(crate) fn describe_groups(
+    broker: &Broker,
+    request: DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
+    DescribeGroupsResponse::default().with_groups(
+        request
+            .groups
+            .into_iter()
+            .map(|id| match broker.groups.describe(id.0.as_str()) {
+                Some((state, protocol_type, protocol, members)) => DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_group_state(s(state.name()))
+                    .with_protocol_type(s(&protocol_type))
+                    .with_protocol_data(s(&protocol))
+                    .with_members(
+                        members
+                            .into_iter()
+                            .map(|m| {
+                                let described = DescribedGroupMember::default()
+                                    .with_member_id(s(&m.id))
+                                    .with_client_id(s(&m.client_id))
+                                    .with_client_host(s(&m.client_host))
+                                    .with_member_metadata(m.metadata_for(&protocol))
+                                    .with_member_assignment(m.assignment.clone());
+                                if version >= 4 {
+                                    described
+                                        .with_group_instance_id(m.instance_id.as_deref().map(s))
+                                } else {
+                                    described
+                                }
+                            })
+                            .collect(),
+                    ),
+                // Kafka describes an unknown group as Dead with no members.
+                None => DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_group_state(s("Dead")),
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,121 @@
+"""confluent-kafka consumer groups against a Skein broker: two members split 6 partitions;
+when one leaves the other takes over; committed offsets let a restarted consumer resume
+without duplicates; the admin API lists and describes the group.
+
+Usage: confluent_groups.py BOOTSTRAP phase   (phase: "first" or "after-restart")
+"""
+
+import sys
+import time
+
+from confluent_kafka import Consumer, Producer, ConsumerGroupState
+from confluent_kafka.admin import AdminClient, NewTopic
+
+BOOTSTRAP, PHASE = sys.argv[1], sys.argv[2]
+TOPIC, GROUP = "grouped", "g1"
+
+
+def consumer(name):
+    c = Consumer(
+        {
+            "bootstrap.servers": BOOTSTRAP,
+            "group.id": GROUP,
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+            "partition.assignment.strategy": "range",
+        }
+    )
+    c.subscribe([TOPIC])
+    return c
+
+
+def produce(start, count):
+    p = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    for i in range(start, start + count):
+        p.produce(TOPIC, key=f"k{i}".encode(), value=f"v{i}".encode())
+    assert p.flush(30) == 0
+
+
+def drain(consumers, want, timeout=30):
+    """Polls every consumer until `want` messages arrived in all; returns them per consumer."""
+    got = {id(c): [] for c in consumers}
+    deadline = time.time() + timeout
+    while sum(len(v) for v in got.values()) < want:
+        assert time.time() < deadline, f"only {sum(len(v) for v in got.values())} of {want}"
+        for c in consumers:
+            m = c.poll(0.1)
+            if m is not None and m.error() is None:
+                got[id(c)].append((m.partition(), m.offset(), m.value().decode()))
+    return [got[id(c)] for c in consumers]
+
+
+def settled(parts, total):
+    """Every consumer has partitions, none overlap, and together they cover `total`."""
+    seen = set()
+    for p in parts:
+        if not p or seen & p:
+            return False
+        seen |= p
+    return len(seen) == total
+
+
+def wait_assigned(consumers, total, timeout=30):
+    deadline = time.time() + timeout
+    while True:
+        for c in consumers:
+            c.poll(0.05)
+        parts = [set(tp.partition for tp in c.assignment()) for c in consumers]
+        if settled(parts, total):
+            return parts
+        assert time.time() < deadline, f"assignments never settled: {parts}"
+
+
+admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+if PHASE == "first":
+    admin.create_topics([NewTopic(TOPIC, num_partitions=6, replication_factor=1)])[TOPIC].result(10)
+    produce(0, 600)
+    a = consumer("member-a")
+    b = consumer("member-b")
+    parts = wait_assigned([a, b], 6)
+    assert sorted(len(p) for p in parts) == [3, 3], parts
+    first = drain([a, b], 600)
+    values = sorted(v for part in first for (_, _, v) in part)
+    assert values == sorted(f"v{i}" for i in range(600)), "each record exactly once"
+    a.commit(asynchronous=False)
+    b.commit(asynchronous=False)
+
+    described = admin.describe_consumer_groups([GROUP])[GROUP].result(10)
+    assert described.state == ConsumerGroupState.STABLE, described.state
+    assert sorted(m.client_id for m in described.members) == ["member-a", "member-b"]
+    listed = admin.list_consumer_groups().result(10)
+    assert GROUP in [g.group_id for g in listed.valid]
+
+    # b leaves: a takes over every partition.
+    b.close()
+    parts = wait_assigned([a], 6)
+    assert parts == [set(range(6))], parts
+    produce(600, 60)
+    more = drain([a], 60)[0]
+    assert sorted(v for (_, _, v) in more) == sorted(f"v{i}" for i in range(600, 660))
+    a.commit(asynchronous=False)
+    a.close()
+    # A fresh consumer of the group resumes after the committed offsets: nothing again.
+    c = consumer("member-c")
+    wait_assigned([c], 6)
+    produce(660, 6)
+    again = drain([c], 6)[0]
+    assert sorted(v for (_, _, v) in again) == sorted(f"v{i}" for i in range(660, 666)), again
+    c.commit(asynchronous=False)
+    c.close()
+else:
+    # After a broker restart the committed offsets are still there.
+    produce(666, 12)
+    c = consumer("member-d")
+    wait_assigned([c], 6)
+    after = drain([c], 12)[0]
+    assert sorted(v for (_, _, v) in after) == sorted(f"v{i}" for i in range(666, 678)), after
+    c.close()
+print("ok")
