@@ -1,6 +1,6 @@
-//! confluent-kafka (librdkafka) against a real broker over TCP, driven by the Python scripts
-//! in `tests/clients/`, run by the interpreter of the environment `tests/clients/setup.sh`
-//! prepares (or `SKEIN_PYTHON`).
+//! Python Kafka clients (confluent-kafka, kafka-python, aiokafka) against a real broker over
+//! TCP, driven by the scripts in `tests/clients/`, run by the interpreter of the environment
+//! `tests/clients/setup.sh` prepares (or `SKEIN_PYTHON`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -61,4 +61,16 @@ fn confluent_kafka_consumer_groups_split_take_over_and_resume_after_a_broker_res
     run_client("confluent_groups.py", &broker, &["first"]);
     broker.restart();
     run_client("confluent_groups.py", &broker, &["after-restart"]);
+}
+
+#[test]
+fn kafka_python_round_trip_and_group_commit_resume() {
+    let broker = TestBroker::start();
+    run_client("kafka_python_roundtrip.py", &broker, &[]);
+}
+
+#[test]
+fn aiokafka_round_trip_and_group_commit_resume() {
+    let broker = TestBroker::start();
+    run_client("aiokafka_roundtrip.py", &broker, &[]);
 }
