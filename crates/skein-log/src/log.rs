@@ -108,6 +108,8 @@ impl Log {
             .try_exists()
             .map_err(LogError::io(&clean_marker))?;
         let bases = prepare_directory(&dir)?;
+        // A new log has nothing to recover: it counts as cleanly shut down.
+        let clean = clean || bases.is_empty();
         let mut log = Self {
             epochs: LeaderEpochCache::load(&dir),
             log_start_offset: checkpoint::read_offset(&dir, LOG_START)
@@ -135,7 +137,10 @@ impl Log {
             stats: LogStats::default(),
         };
         log.load_segments(&bases, clean)?;
-        if clean {
+        if clean_marker
+            .try_exists()
+            .map_err(LogError::io(&clean_marker))?
+        {
             fs::remove_file(&clean_marker).map_err(LogError::io(&clean_marker))?;
             checkpoint::sync_dir(&log.dir)?;
         }

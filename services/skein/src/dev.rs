@@ -69,7 +69,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     let server = tokio::spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
         let _ = stopped.await;
     }));
-    println!("kafka: bootstrap server {address} (Produce, Fetch, ListOffsets, Metadata, ApiVersions; topics are created on first use)");
+    println!("kafka: bootstrap server {address} (topics are created on first use)");
     println!("the gateway and control plane are not part of this build yet");
     println!(
         "running retention and compaction every {}s; press Ctrl-C to stop",

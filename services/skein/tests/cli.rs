@@ -63,7 +63,7 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
         );
         seen.push_str(&line);
     }
-    // orders-0, and the broker's own __consumer_offsets-0 (new, so not a recovery).
+    // orders-0, and the broker's own __consumer_offsets-0 (new, so nothing to recover).
     assert!(
         seen.contains("2 partition(s) opened, 1 recovered after an unclean shutdown"),
         "{seen}"
