@@ -789,6 +789,34 @@ impl Log {
         Ok(ReadSlice::empty())
     }
 
+    /// Calls `visit` with the header of every batch from the one holding `from` to the end,
+    /// in offset order, reading headers only (producer state is rebuilt this way).
+    pub fn for_each_batch_header(
+        &self,
+        from: u64,
+        mut visit: impl FnMut(&crate::batch::BatchHeader),
+    ) -> Result<()> {
+        let from = from.max(self.log_start_offset);
+        let floor = self
+            .segments
+            .range(..=from)
+            .next_back()
+            .map_or(0, |(b, _)| *b);
+        let mut scanned = 0;
+        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+            let files = segment.files(&self.cache)?;
+            let Some((mut position, _)) = segment.locate(&files, from, &mut scanned)? else {
+                continue;
+            };
+            while position < segment.size {
+                let header = segment.read_header(&files, position)?;
+                visit(&header);
+                position += header.size() as u64;
+            }
+        }
+        Ok(())
+    }
+
     /// The position of the batch holding `offset`: (segment base offset, byte position,
     /// bytes scanned after the index). `None` past the end.
     pub fn locate(&self, offset: u64) -> Result<Option<(u64, u64, u64)>> {

@@ -573,3 +573,21 @@ fn flush_messages_and_flush_ms_move_the_recovery_point() {
     log.flush().unwrap();
     assert_eq!(log.recovery_point(), 8);
 }
+
+#[test]
+fn batch_headers_can_be_walked_without_reading_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut log = open(dir.path(), small_config(), &clock);
+    for _ in 0..30 {
+        log.append(&mut sized_batch(2, 40, T0), 0).unwrap();
+    }
+    let mut bases = Vec::new();
+    log.for_each_batch_header(0, |h| bases.push(h.base_offset))
+        .unwrap();
+    assert_eq!(bases, (0..30).map(|i| i * 2).collect::<Vec<i64>>());
+    let mut tail = Vec::new();
+    log.for_each_batch_header(41, |h| tail.push(h.base_offset))
+        .unwrap();
+    assert_eq!(tail.first(), Some(&40));
+}

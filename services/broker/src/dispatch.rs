@@ -5,8 +5,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
     DeleteTopicsRequest, DescribeClusterRequest, DescribeGroupsRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -43,6 +43,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetFetch, 1, 7),
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::InitProducerId, 0, 4),
 ];
 
 pub(crate) fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -230,6 +231,15 @@ pub(crate) async fn dispatch(
                 version,
                 id,
                 &handler::group::describe_groups(broker, request, version),
+            )
+        }
+        ApiKey::InitProducerId => {
+            let request = InitProducerIdRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::init_producer_id::handle(broker, request),
             )
         }
         _ => Err(ConnectionError::UnsupportedVersion { api_key, version }),

@@ -15,6 +15,7 @@ mod dispatch;
 mod group;
 mod handler;
 mod listener;
+mod producer;
 pub mod topics;
 
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub struct Broker {
     pub topics: TopicRegistry,
     groups: group::Coordinator,
     offsets: group::OffsetStore,
+    producer_ids: producer::ProducerIds,
+    producers: producer::ProducerStates,
     /// Woken on every append, so waiting fetches re-read.
     appended: Notify,
 }
@@ -50,6 +53,7 @@ impl Broker {
         )?;
         let topics = TopicRegistry::open(&config.data_dir)?;
         let offsets = group::OffsetStore::open(&logs)?;
+        let producer_ids = producer::ProducerIds::open(&config.data_dir);
         let groups = group::Coordinator::new(std::time::Duration::from_millis(
             config.group_initial_rebalance_delay_ms,
         ));
@@ -59,6 +63,8 @@ impl Broker {
             topics,
             groups,
             offsets,
+            producer_ids,
+            producers: producer::ProducerStates::default(),
             appended: Notify::new(),
         }))
     }

@@ -74,3 +74,30 @@ fn aiokafka_round_trip_and_group_commit_resume() {
     let broker = TestBroker::start();
     run_client("aiokafka_roundtrip.py", &broker, &[]);
 }
+
+#[test]
+fn an_idempotent_producer_loses_and_repeats_nothing_across_a_broker_restart() {
+    let mut broker = TestBroker::start();
+    let python = python();
+    let path = format!(
+        "{}/../../tests/clients/confluent_idempotent.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let child = Command::new(&python)
+        .arg(&path)
+        .arg(broker.bootstrap())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The producer spreads its 20k records over about four seconds; restart mid-stream.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    broker.restart();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("ok"),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -147,7 +147,9 @@ pub(crate) fn delete_topics(
             match broker.topics.delete(&name) {
                 Ok(info) => {
                     for partition in 0..info.partitions {
-                        if let Err(e) = broker.logs.delete(&TopicPartition::new(&name, partition)) {
+                        let tp = TopicPartition::new(&name, partition);
+                        broker.producers.forget(&tp);
+                        if let Err(e) = broker.logs.delete(&tp) {
                             tracing::warn!(topic = %name, partition, error = %e, "failed to delete partition log");
                         }
                     }

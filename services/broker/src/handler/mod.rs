@@ -4,6 +4,7 @@ pub(crate) mod admin;
 pub(crate) mod api_versions;
 pub(crate) mod fetch;
 pub(crate) mod group;
+pub(crate) mod init_producer_id;
 pub(crate) mod list_offsets;
 pub(crate) mod metadata;
 pub(crate) mod produce;

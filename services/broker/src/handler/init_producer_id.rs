@@ -1,0 +1,37 @@
+//! InitProducerId: a producer id and epoch for an idempotent producer.
+
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use kafka_protocol::ResponseError;
+
+use crate::Broker;
+
+pub(crate) fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitProducerIdResponse {
+    if request.transactional_id.is_some() {
+        // Transactions are not implemented yet: refuse plainly rather than pretend.
+        return InitProducerIdResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
+    // A producer that already has an id may ask for the next epoch (KIP-360).
+    if request.producer_id.0 >= 0
+        && request.producer_epoch >= 0
+        && request.producer_epoch < i16::MAX
+    {
+        return InitProducerIdResponse::default()
+            .with_producer_id(request.producer_id)
+            .with_producer_epoch(request.producer_epoch + 1);
+    }
+    match broker.producer_ids.allocate() {
+        Ok(id) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(e) => {
+            tracing::error!(error = %e, "failed to allocate a producer id");
+            InitProducerIdResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Idempotent producers: producer ids, and per partition the recent sequence numbers of each
+//! producer, so a retried batch is answered with its first offset instead of being written
+//! twice and a gap is refused. The state is rebuilt from the batch headers in the log the
+//! first time a partition sees a producer after the broker starts.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use skein_log::batch::BatchHeader;
+use skein_log::{Log, LogError, TopicPartition};
+
+/// How many recent batches per producer are remembered for deduplication (Kafka's
+/// `max.in.flight.requests.per.connection` limit for idempotence).
+const REMEMBERED_BATCHES: usize = 5;
+/// Producer ids are handed out from blocks; a block's end is persisted before any id in it
+/// is used, so no id is ever handed out twice, even across crashes.
+const ID_BLOCK: i64 = 1000;
+
+/// Allocates producer ids.
+#[derive(Debug)]
+pub(crate) struct ProducerIds {
+    path: PathBuf,
+    /// (next id, end of the persisted block)
+    next: Mutex<(i64, i64)>,
+}
+
+impl ProducerIds {
+    pub(crate) fn open(data_dir: &Path) -> Self {
+        let path = data_dir.join("producer-ids");
+        let persisted = fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| t.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+            .max(0);
+        Self {
+            path,
+            next: Mutex::new((persisted, persisted)),
+        }
+    }
+
+    pub(crate) fn allocate(&self) -> std::io::Result<i64> {
+        let mut next = self.next.lock();
+        if next.0 >= next.1 {
+            let end = next.1 + ID_BLOCK;
+            let tmp = self.path.with_extension("tmp");
+            let mut file = fs::File::create(&tmp)?;
+            writeln!(file, "{end}")?;
+            file.sync_all()?;
+            fs::rename(&tmp, &self.path)?;
+            next.1 = end;
+        }
+        let id = next.0;
+        next.0 += 1;
+        Ok(id)
+    }
+}
+
+#[derive(Debug, Default)]
+struct ProducerEntry {
+    epoch: i16,
+    /// (first sequence, last sequence, base offset) of recent batches, oldest first.
+    batches: VecDeque<(i32, i32, i64)>,
+}
+
+/// What to do with an incoming batch of an idempotent producer.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Append,
+    /// Already written at this base offset: answer with it, write nothing.
+    Duplicate {
+        base_offset: i64,
+    },
+    Reject(ResponseError),
+}
+
+fn last_sequence(h: &BatchHeader) -> i32 {
+    ((h.base_sequence as i64 + h.last_offset_delta as i64) % (i32::MAX as i64 + 1)) as i32
+}
+
+fn next_sequence(last: i32) -> i32 {
+    if last == i32::MAX {
+        0
+    } else {
+        last + 1
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct PartitionProducers {
+    loaded: bool,
+    producers: HashMap<i64, ProducerEntry>,
+}
+
+impl PartitionProducers {
+    /// Rebuilds the state from the log's batch headers, once.
+    pub(crate) fn load(&mut self, log: &Log) -> Result<(), LogError> {
+        if self.loaded {
+            return Ok(());
+        }
+        let mut producers: HashMap<i64, ProducerEntry> = HashMap::new();
+        log.for_each_batch_header(log.log_start_offset(), |h| {
+            if h.producer_id >= 0 {
+                let entry = producers.entry(h.producer_id).or_default();
+                if h.producer_epoch != entry.epoch {
+                    entry.batches.clear();
+                    entry.epoch = h.producer_epoch;
+                }
+                remember(entry, h, h.base_offset);
+            }
+        })?;
+        self.producers = producers;
+        self.loaded = true;
+        Ok(())
+    }
+
+    pub(crate) fn check(&self, h: &BatchHeader) -> Verdict {
+        let Some(entry) = self.producers.get(&h.producer_id) else {
+            return if h.base_sequence == 0 {
+                Verdict::Append
+            } else {
+                Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+            };
+        };
+        if h.producer_epoch < entry.epoch {
+            return Verdict::Reject(ResponseError::InvalidProducerEpoch);
+        }
+        if h.producer_epoch > entry.epoch {
+            return if h.base_sequence == 0 {
+                Verdict::Append
+            } else {
+                Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+            };
+        }
+        let last = last_sequence(h);
+        if let Some(&(_, _, base)) = entry
+            .batches
+            .iter()
+            .find(|(first, l, _)| *first == h.base_sequence && *l == last)
+        {
+            return Verdict::Duplicate { base_offset: base };
+        }
+        match entry.batches.back() {
+            Some(&(_, l, _)) if next_sequence(l) == h.base_sequence => Verdict::Append,
+            None if h.base_sequence == 0 => Verdict::Append,
+            _ => Verdict::Reject(ResponseError::OutOfOrderSequenceNumber),
+        }
+    }
+
+    /// Records a batch just appended at `base_offset`.
+    pub(crate) fn record(&mut self, h: &BatchHeader, base_offset: i64) {
+        let entry = self.producers.entry(h.producer_id).or_default();
+        if h.producer_epoch != entry.epoch {
+            entry.batches.clear();
+            entry.epoch = h.producer_epoch;
+        }
+        remember(entry, h, base_offset);
+    }
+}
+
+fn remember(entry: &mut ProducerEntry, h: &BatchHeader, base_offset: i64) {
+    entry
+        .batches
+        .push_back((h.base_sequence, last_sequence(h), base_offset));
+    while entry.batches.len() > REMEMBERED_BATCHES {
+        entry.batches.pop_front();
+    }
+}
+
+/// The producer state of every partition.
+#[derive(Debug, Default)]
+pub(crate) struct ProducerStates {
+    partitions: Mutex<HashMap<TopicPartition, Arc<Mutex<PartitionProducers>>>>,
+}
+
+impl ProducerStates {
+    pub(crate) fn partition(&self, tp: &TopicPartition) -> Arc<Mutex<PartitionProducers>> {
+        Arc::clone(self.partitions.lock().entry(tp.clone()).or_default())
+    }
+
+    /// Forgets a deleted partition.
+    pub(crate) fn forget(&self, tp: &TopicPartition) {
+        self.partitions.lock().remove(tp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(pid: i64, epoch: i16, seq: i32, delta: i32) -> BatchHeader {
+        BatchHeader {
+            base_offset: 0,
+            batch_length: 49,
+            partition_leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: delta,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            records_count: delta + 1,
+        }
+    }
+
+    #[test]
+    fn sequences_deduplicate_and_refuse_gaps() {
+        let mut state = PartitionProducers::default();
+        let b0 = header(7, 0, 0, 4);
+        assert_eq!(state.check(&b0), Verdict::Append);
+        state.record(&b0, 100);
+        assert_eq!(state.check(&b0), Verdict::Duplicate { base_offset: 100 });
+        let b1 = header(7, 0, 5, 2);
+        assert_eq!(state.check(&b1), Verdict::Append);
+        state.record(&b1, 105);
+        assert_eq!(
+            state.check(&header(7, 0, 10, 0)),
+            Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+        );
+        assert_eq!(state.check(&header(7, 1, 0, 0)), Verdict::Append);
+        state.record(&header(7, 1, 0, 0), 108);
+        assert_eq!(
+            state.check(&header(7, 0, 8, 0)),
+            Verdict::Reject(ResponseError::InvalidProducerEpoch)
+        );
+        assert_eq!(
+            state.check(&header(8, 0, 3, 0)),
+            Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+        );
+    }
+
+    #[test]
+    fn producer_ids_are_never_handed_out_twice_across_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = ProducerIds::open(dir.path());
+        let first: Vec<i64> = (0..3).map(|_| ids.allocate().unwrap()).collect();
+        let ids = ProducerIds::open(dir.path());
+        let next = ids.allocate().unwrap();
+        assert!(first.iter().all(|&id| id < next));
+    }
+}
