@@ -16,6 +16,7 @@ mod group;
 mod handler;
 mod listener;
 mod producer;
+mod topic_config;
 pub mod topics;
 
 use std::sync::Arc;
@@ -57,7 +58,7 @@ impl Broker {
         let groups = group::Coordinator::new(std::time::Duration::from_millis(
             config.group_initial_rebalance_delay_ms,
         ));
-        Ok(Arc::new(Self {
+        let broker = Arc::new(Self {
             config,
             logs,
             topics,
@@ -66,18 +67,51 @@ impl Broker {
             producer_ids,
             producers: producer::ProducerStates::default(),
             appended: Notify::new(),
-        }))
+        });
+        // Logs were opened with the broker defaults; give each its topic's settings.
+        for info in broker.topics.list() {
+            broker.apply_settings(&info);
+        }
+        Ok(broker)
     }
 
-    /// The log of a partition of a known topic, created on first use.
+    /// The log of a partition of a known topic, created on first use with the topic's
+    /// settings.
     pub(crate) fn partition_log(&self, topic: &str, partition: i32) -> Option<SharedLog> {
         let info = self.topics.get(topic)?;
         if partition < 0 || partition >= info.partitions {
             return None;
         }
+        let tp = TopicPartition::new(topic, partition);
+        if let Some(log) = self.logs.get(&tp) {
+            return Some(log);
+        }
         self.logs
-            .get_or_create(&TopicPartition::new(topic, partition), None)
+            .get_or_create(&tp, Some(self.settings(&info).log))
             .ok()
+    }
+
+    /// The effective settings of a topic (broker defaults plus its overrides).
+    pub(crate) fn settings(&self, info: &TopicInfo) -> topic_config::TopicSettings {
+        topic_config::settings(&self.config.log, &info.configs).unwrap_or_else(|e| {
+            tracing::warn!(topic = %info.name, error = %e, "ignoring stored topic configs");
+            topic_config::TopicSettings {
+                log: self.config.log.clone(),
+                min_insync_replicas: 1,
+            }
+        })
+    }
+
+    /// Applies a topic's settings to its open partition logs.
+    pub(crate) fn apply_settings(&self, info: &TopicInfo) {
+        let settings = self.settings(info);
+        for partition in 0..info.partitions {
+            if let Some(log) = self.logs.get(&TopicPartition::new(&info.name, partition)) {
+                if let Err(e) = log.write().set_config(settings.log.clone()) {
+                    tracing::warn!(topic = %info.name, partition, error = %e, "config not applied");
+                }
+            }
+        }
     }
 
     /// Closes every log cleanly.

@@ -16,6 +16,8 @@ pub struct TopicInfo {
     pub name: String,
     pub id: Uuid,
     pub partitions: i32,
+    /// Topic config overrides by Kafka name (checked before they are stored).
+    pub configs: BTreeMap<String, String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +40,8 @@ pub enum TopicError {
     },
 }
 
-/// Topics persisted as lines `name partitions uuid` in `<data>/topics`, replaced atomically.
+/// Topics persisted as lines `name partitions uuid [config=value ...]` in `<data>/topics`,
+/// replaced atomically.
 #[derive(Debug)]
 pub struct TopicRegistry {
     path: PathBuf,
@@ -83,12 +86,17 @@ impl TopicRegistry {
                 let (Ok(partitions), Ok(id)) = (partitions.parse(), Uuid::parse_str(id)) else {
                     continue;
                 };
+                let configs = parts
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect();
                 topics.insert(
                     name.to_owned(),
                     TopicInfo {
                         name: name.to_owned(),
                         id,
                         partitions,
+                        configs,
                     },
                 );
             }
@@ -108,7 +116,7 @@ impl TopicRegistry {
     }
 
     pub fn create(&self, name: &str, partitions: i32) -> Result<TopicInfo, TopicError> {
-        self.create_checked(name, partitions, false)
+        self.create_checked(name, partitions, BTreeMap::new(), false)
     }
 
     /// Creates a topic, or with `validate_only` only checks that it could be created.
@@ -116,6 +124,7 @@ impl TopicRegistry {
         &self,
         name: &str,
         partitions: i32,
+        configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicInfo, TopicError> {
         validate_name(name)?;
@@ -132,6 +141,7 @@ impl TopicRegistry {
             name: name.to_owned(),
             id: Uuid::new_v4(),
             partitions,
+            configs,
         };
         if validate_only {
             return Ok(info);
@@ -142,6 +152,30 @@ impl TopicRegistry {
             return Err(e);
         }
         Ok(info)
+    }
+
+    /// Replaces a topic's config overrides (already checked by the caller).
+    pub fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicInfo, TopicError> {
+        let mut topics = self.topics.write();
+        let Some(info) = topics.get(name).cloned() else {
+            return Err(TopicError::NotFound {
+                name: name.to_owned(),
+            });
+        };
+        let updated = TopicInfo {
+            configs,
+            ..info.clone()
+        };
+        topics.insert(name.to_owned(), updated.clone());
+        if let Err(e) = self.persist(&topics) {
+            topics.insert(name.to_owned(), info);
+            return Err(e);
+        }
+        Ok(updated)
     }
 
     /// Removes a topic; its logs are the caller's to delete.
@@ -204,7 +238,11 @@ impl TopicRegistry {
         let tmp = self.path.with_extension("tmp");
         let mut file = fs::File::create(&tmp).map_err(io)?;
         for t in topics.values() {
-            writeln!(file, "{} {} {}", t.name, t.partitions, t.id).map_err(io)?;
+            write!(file, "{} {} {}", t.name, t.partitions, t.id).map_err(io)?;
+            for (k, v) in &t.configs {
+                write!(file, " {k}={v}").map_err(io)?;
+            }
+            writeln!(file).map_err(io)?;
         }
         file.sync_all().map_err(io)?;
         fs::rename(&tmp, &self.path).map_err(io)

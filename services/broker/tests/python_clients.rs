@@ -101,3 +101,9 @@ fn an_idempotent_producer_loses_and_repeats_nothing_across_a_broker_restart() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn confluent_kafka_topic_configs_and_offsets_for_times() {
+    let broker = TestBroker::start();
+    run_client("confluent_configs.py", &broker, &[]);
+}

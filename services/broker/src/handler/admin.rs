@@ -71,18 +71,21 @@ pub(crate) fn create_topics(
                     "manual replica assignments are not supported".to_owned(),
                 );
             }
-            if let Some(config) = topic.configs.first() {
-                return refuse(
-                    ResponseError::InvalidConfig,
-                    format!(
-                        "per-topic configs are not supported yet (got {})",
-                        config.name.as_str()
-                    ),
-                );
+            let overrides: std::collections::BTreeMap<String, String> = topic
+                .configs
+                .iter()
+                .filter_map(|c| {
+                    c.value
+                        .as_ref()
+                        .map(|v| (c.name.as_str().to_owned(), v.as_str().to_owned()))
+                })
+                .collect();
+            if let Err(e) = crate::topic_config::settings(&broker.config.log, &overrides) {
+                return refuse(ResponseError::InvalidConfig, e.to_string());
             }
             match broker
                 .topics
-                .create_checked(&name, partitions, request.validate_only)
+                .create_checked(&name, partitions, overrides, request.validate_only)
             {
                 Ok(info) => {
                     let result = if version >= 7 {

@@ -2,6 +2,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod api_versions;
+pub(crate) mod configs;
 pub(crate) mod fetch;
 pub(crate) mod group;
 pub(crate) mod init_producer_id;

@@ -17,6 +17,12 @@ pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> 
     let mut appended = false;
     for topic in request.topic_data {
         let name = topic.name.0.as_str().to_owned();
+        // One replica: acks=all cannot be met when the topic asks for more in sync.
+        let too_few_replicas = request.acks == -1
+            && broker
+                .topics
+                .get(&name)
+                .is_some_and(|info| broker.settings(&info).min_insync_replicas > 1);
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let mut answer = PartitionProduceResponse::default()
@@ -29,6 +35,10 @@ pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> 
                     .push(answer.with_error_code(ResponseError::UnknownTopicOrPartition.code()));
                 continue;
             };
+            if too_few_replicas {
+                partitions.push(answer.with_error_code(ResponseError::NotEnoughReplicas.code()));
+                continue;
+            }
             let Some(records) = data.records else {
                 partitions.push(answer.with_error_code(ResponseError::InvalidRecord.code()));
                 continue;

@@ -1,0 +1,192 @@
+//! Topic configs under Kafka's names: which exist, their defaults (the broker's), how a value
+//! is checked, and how overrides turn into the log's settings.
+
+use std::collections::BTreeMap;
+
+use skein_log::batch::TimestampType;
+use skein_log::{CleanupPolicy, LogConfig};
+
+/// Every topic config this broker knows, in the order DescribeConfigs lists them.
+pub(crate) const NAMES: &[&str] = &[
+    "cleanup.policy",
+    "delete.retention.ms",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.insync.replicas",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.ms",
+];
+
+/// Why a config is refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigError {
+    #[error("unknown topic config {name}")]
+    Unknown { name: String },
+    #[error("invalid value {value:?} for {name}: {reason}")]
+    Invalid {
+        name: String,
+        value: String,
+        reason: String,
+    },
+}
+
+/// The effective settings of a topic: broker defaults plus its overrides.
+#[derive(Clone, Debug)]
+pub(crate) struct TopicSettings {
+    pub(crate) log: LogConfig,
+    pub(crate) min_insync_replicas: i32,
+}
+
+fn int(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: name.to_owned(),
+        value: value.to_owned(),
+        reason,
+    };
+    let parsed: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid("not an integer".to_owned()))?;
+    if parsed < min {
+        return Err(invalid(format!("must be at least {min}")));
+    }
+    Ok(parsed)
+}
+
+/// Applies one override to `settings`, checking it.
+pub(crate) fn apply(
+    settings: &mut TopicSettings,
+    name: &str,
+    value: &str,
+) -> Result<(), ConfigError> {
+    let invalid = |reason: &str| ConfigError::Invalid {
+        name: name.to_owned(),
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if value.chars().any(char::is_whitespace) || value.is_empty() {
+        return Err(invalid("must be a non-empty value without spaces"));
+    }
+    let log = &mut settings.log;
+    match name {
+        "cleanup.policy" => {
+            let mut parts: Vec<&str> = value.split(',').map(str::trim).collect();
+            parts.sort_unstable();
+            log.cleanup_policy = match parts.as_slice() {
+                ["delete"] => CleanupPolicy::Delete,
+                ["compact"] => CleanupPolicy::Compact,
+                ["compact", "delete"] => CleanupPolicy::CompactDelete,
+                _ => return Err(invalid("must be delete, compact or compact,delete")),
+            };
+        }
+        "delete.retention.ms" => log.delete_retention_ms = int(name, value, 0)?,
+        "flush.messages" => log.flush_messages = int(name, value, 1)?,
+        "flush.ms" => log.flush_ms = int(name, value, 0)?,
+        "index.interval.bytes" => log.index_interval_bytes = int(name, value, 0)? as u64,
+        "max.message.bytes" => log.max_message_bytes = int(name, value, 61)? as u64,
+        "message.timestamp.type" => {
+            log.message_timestamp_type = match value {
+                "CreateTime" => TimestampType::CreateTime,
+                "LogAppendTime" => TimestampType::LogAppendTime,
+                _ => return Err(invalid("must be CreateTime or LogAppendTime")),
+            }
+        }
+        "min.cleanable.dirty.ratio" => {
+            let ratio: f64 = value.trim().parse().map_err(|_| invalid("not a number"))?;
+            if !(0.0..=1.0).contains(&ratio) {
+                return Err(invalid("must be between 0 and 1"));
+            }
+            log.min_cleanable_dirty_ratio = ratio;
+        }
+        "min.insync.replicas" => settings.min_insync_replicas = int(name, value, 1)? as i32,
+        "retention.bytes" => log.retention_bytes = int(name, value, -1)?,
+        "retention.ms" => log.retention_ms = int(name, value, -1)?,
+        "segment.bytes" => log.segment_bytes = int(name, value, 14)? as u64,
+        "segment.index.bytes" => log.segment_index_bytes = int(name, value, 12)? as u64,
+        "segment.ms" => log.segment_ms = int(name, value, 1)?,
+        _ => {
+            return Err(ConfigError::Unknown {
+                name: name.to_owned(),
+            })
+        }
+    }
+    settings.log.validate().map_err(|e| invalid(&e.to_string()))
+}
+
+/// Broker defaults plus `overrides`.
+pub(crate) fn settings(
+    defaults: &LogConfig,
+    overrides: &BTreeMap<String, String>,
+) -> Result<TopicSettings, ConfigError> {
+    let mut settings = TopicSettings {
+        log: defaults.clone(),
+        min_insync_replicas: 1,
+    };
+    for (name, value) in overrides {
+        apply(&mut settings, name, value)?;
+    }
+    Ok(settings)
+}
+
+/// The value of a config as DescribeConfigs shows it.
+pub(crate) fn value_of(settings: &TopicSettings, name: &str) -> Option<String> {
+    let log = &settings.log;
+    Some(match name {
+        "cleanup.policy" => match log.cleanup_policy {
+            CleanupPolicy::Delete => "delete".to_owned(),
+            CleanupPolicy::Compact => "compact".to_owned(),
+            CleanupPolicy::CompactDelete => "compact,delete".to_owned(),
+        },
+        "delete.retention.ms" => log.delete_retention_ms.to_string(),
+        "flush.messages" => log.flush_messages.to_string(),
+        "flush.ms" => log.flush_ms.to_string(),
+        "index.interval.bytes" => log.index_interval_bytes.to_string(),
+        "max.message.bytes" => log.max_message_bytes.to_string(),
+        "message.timestamp.type" => match log.message_timestamp_type {
+            TimestampType::CreateTime => "CreateTime".to_owned(),
+            TimestampType::LogAppendTime => "LogAppendTime".to_owned(),
+        },
+        "min.cleanable.dirty.ratio" => log.min_cleanable_dirty_ratio.to_string(),
+        "min.insync.replicas" => settings.min_insync_replicas.to_string(),
+        "retention.bytes" => log.retention_bytes.to_string(),
+        "retention.ms" => log.retention_ms.to_string(),
+        "segment.bytes" => log.segment_bytes.to_string(),
+        "segment.index.bytes" => log.segment_index_bytes.to_string(),
+        "segment.ms" => log.segment_ms.to_string(),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_apply_and_bad_ones_are_refused() {
+        let mut overrides = BTreeMap::new();
+        overrides.insert("retention.ms".to_owned(), "1000".to_owned());
+        overrides.insert("cleanup.policy".to_owned(), "delete,compact".to_owned());
+        let s = settings(&LogConfig::default(), &overrides).unwrap();
+        assert_eq!(s.log.retention_ms, 1000);
+        assert_eq!(value_of(&s, "cleanup.policy").unwrap(), "compact,delete");
+        assert_eq!(value_of(&s, "segment.bytes").unwrap(), "1073741824");
+        overrides.insert("retention.ms".to_owned(), "-5".to_owned());
+        assert!(matches!(
+            settings(&LogConfig::default(), &overrides),
+            Err(ConfigError::Invalid { .. })
+        ));
+        let mut unknown = BTreeMap::new();
+        unknown.insert("no.such.config".to_owned(), "1".to_owned());
+        assert!(matches!(
+            settings(&LogConfig::default(), &unknown),
+            Err(ConfigError::Unknown { .. })
+        ));
+    }
+}
