@@ -8,7 +8,7 @@ Usage: confluent_groups.py BOOTSTRAP phase   (phase: "first" or "after-restart")
 import sys
 import time
 
-from confluent_kafka import Consumer, Producer, ConsumerGroupState
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 BOOTSTRAP, PHASE = sys.argv[1], sys.argv[2]
@@ -127,5 +127,25 @@ else:
     wait_assigned([c], 6)
     drain([c], values(666, 678))
     assert received == set(values(666, 678)), sorted(received)[:5]
+    c.commit(asynchronous=False)
+    # A group with a member cannot be deleted; once empty it can, offsets and all.
+    try:
+        admin.delete_consumer_groups([GROUP])[GROUP].result(10)
+        raise AssertionError("deleted a group with a member")
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.NON_EMPTY_GROUP, e
     c.close()
+    admin.delete_consumer_groups([GROUP])[GROUP].result(10)
+    assert GROUP not in [g.group_id for g in admin.list_consumer_groups().result(10).valid]
+    try:
+        admin.delete_consumer_groups([GROUP])[GROUP].result(10)
+        raise AssertionError("deleted a group twice")
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND, e
+    # With the offsets gone, a new member starts from the earliest offset again.
+    received.clear()
+    d = consumer("member-e")
+    wait_assigned([d], 6)
+    drain([d], values(0, 678))
+    d.close()
 print("ok")

@@ -3,12 +3,13 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
-    RequestHeader, ResponseHeader, SyncGroupRequest,
+    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -47,6 +48,8 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 pub(crate) fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -262,6 +265,24 @@ pub(crate) async fn dispatch(
                 version,
                 id,
                 &handler::configs::incremental_alter(broker, request),
+            )
+        }
+        ApiKey::DeleteGroups => {
+            let request = DeleteGroupsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::group::delete_groups(broker, request),
+            )
+        }
+        ApiKey::OffsetDelete => {
+            let request = OffsetDeleteRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::group::offset_delete(broker, request),
             )
         }
         _ => Err(ConnectionError::UnsupportedVersion { api_key, version }),

@@ -599,6 +599,31 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Whether the group has members now.
+    pub(crate) fn has_members(&self, group_id: &str) -> bool {
+        self.groups
+            .lock()
+            .get(group_id)
+            .is_some_and(|g| !g.members.is_empty())
+    }
+
+    /// Forgets an empty group; false if it has members.
+    pub(crate) fn remove_if_empty(&self, group_id: &str) -> bool {
+        let mut groups = self.groups.lock();
+        match groups.get(group_id) {
+            Some(g) if !g.members.is_empty() => false,
+            _ => {
+                groups.remove(group_id);
+                true
+            }
+        }
+    }
+
+    /// Whether the group is known at all (members or state).
+    pub(crate) fn exists(&self, group_id: &str) -> bool {
+        self.groups.lock().contains_key(group_id)
+    }
+
     /// (group id, protocol type, state) of every group.
     pub(crate) fn list(&self) -> Vec<(String, String, GroupState)> {
         self.groups

@@ -108,6 +108,34 @@ impl OffsetStore {
         Ok(())
     }
 
+    /// Deletes committed offsets: tombstones in the log, then out of memory.
+    pub(crate) fn delete(
+        &self,
+        group: &str,
+        keys: &[(String, i32)],
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let records: Vec<NewRecord> = keys
+            .iter()
+            .map(|(topic, partition)| NewRecord {
+                key: Some(encode_key(group, topic, *partition)),
+                value: None,
+                headers: Vec::new(),
+                timestamp: now_ms,
+            })
+            .collect();
+        let mut batch = build_batch(&records, Compression::None, ProducerFields::NONE)?;
+        self.log.write().append(&mut batch, 0)?;
+        let mut offsets = self.offsets.write();
+        for (topic, partition) in keys {
+            offsets.remove(&(group.to_owned(), topic.clone(), *partition));
+        }
+        Ok(())
+    }
+
     pub(crate) fn get(&self, group: &str, topic: &str, partition: i32) -> Option<Committed> {
         self.offsets
             .read()

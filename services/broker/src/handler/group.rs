@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -11,14 +12,18 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
-    FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
-    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
     SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -403,4 +408,80 @@ pub(crate) fn describe_groups(
             })
             .collect(),
     )
+}
+
+pub(crate) fn delete_groups(broker: &Broker, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let now = skein_log::SystemClock.now_ms();
+    DeleteGroupsResponse::default().with_results(
+        request
+            .groups_names
+            .into_iter()
+            .map(|id| {
+                let group = id.0.as_str().to_owned();
+                let committed = broker.offsets.all(&group);
+                let known = broker.groups.exists(&group) || !committed.is_empty();
+                let code = if !known {
+                    ResponseError::GroupIdNotFound.code()
+                } else if !broker.groups.remove_if_empty(&group) {
+                    ResponseError::NonEmptyGroup.code()
+                } else {
+                    let keys: Vec<(String, i32)> =
+                        committed.into_iter().map(|(t, p, _)| (t, p)).collect();
+                    match broker.offsets.delete(&group, &keys, now) {
+                        Ok(()) => 0,
+                        Err(e) => {
+                            tracing::error!(group, error = %e, "failed to delete group offsets");
+                            ResponseError::CoordinatorNotAvailable.code()
+                        }
+                    }
+                };
+                DeletableGroupResult::default()
+                    .with_group_id(id)
+                    .with_error_code(code)
+            })
+            .collect(),
+    )
+}
+
+pub(crate) fn offset_delete(broker: &Broker, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let group = request.group_id.0.as_str();
+    if broker.offsets.all(group).is_empty() && !broker.groups.exists(group) {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupIdNotFound.code());
+    }
+    // A group with members may be reading these partitions: Kafka refuses while it is.
+    let busy = broker.groups.has_members(group);
+    let mut keys = Vec::new();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let name = t.name.0.as_str().to_owned();
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let code = if busy {
+                        ResponseError::GroupSubscribedToTopic.code()
+                    } else {
+                        keys.push((name.clone(), p.partition_index));
+                        0
+                    };
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                })
+                .collect();
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    let now = skein_log::SystemClock.now_ms();
+    if let Err(e) = broker.offsets.delete(group, &keys, now) {
+        tracing::error!(group, error = %e, "failed to delete offsets");
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+    }
+    OffsetDeleteResponse::default().with_topics(topics)
 }
