@@ -119,3 +119,91 @@ fn unknown_keys_unsupported_versions_garbage_and_oversized_frames_close_only_tha
         "an unrelated client was disturbed"
     );
 }
+
+mod produce_errors {
+    use std::collections::BTreeMap;
+    use std::io::Write;
+
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{
+        ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use skein_log::batch::{build_batch, Compression, NewRecord, ProducerFields};
+
+    use super::{connect, read_response};
+    use crate::common::TestBroker;
+
+    fn produce(broker: &TestBroker, topic: &str, records: Vec<u8>) -> i16 {
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(Bytes::from(records)))])]);
+        let mut frame = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(0)
+            .with_request_api_version(7)
+            .with_correlation_id(9)
+            .encode(&mut frame, 1)
+            .unwrap();
+        request.encode(&mut frame, 7).unwrap();
+        let mut stream = connect(broker);
+        stream
+            .write_all(&(frame.len() as i32).to_be_bytes())
+            .unwrap();
+        stream.write_all(&frame).unwrap();
+        let mut body = Bytes::from(read_response(&mut stream).unwrap());
+        let header = ResponseHeader::decode(&mut body, 0).unwrap();
+        assert_eq!(header.correlation_id, 9);
+        let response = ProduceResponse::decode(&mut body, 7).unwrap();
+        response.responses[0].partition_responses[0].error_code
+    }
+
+    fn batch(value_len: usize) -> Vec<u8> {
+        let record = NewRecord {
+            key: Some(b"k".to_vec()),
+            value: Some(vec![b'v'; value_len]),
+            headers: Vec::new(),
+            timestamp: 1,
+        };
+        build_batch(&[record], Compression::None, ProducerFields::NONE).unwrap()
+    }
+
+    #[test]
+    fn a_corrupt_batch_gets_corrupt_message_and_an_oversized_one_message_too_large() {
+        let broker = TestBroker::start();
+        let b = broker.broker.as_ref().unwrap();
+        let mut configs = BTreeMap::new();
+        configs.insert("max.message.bytes".to_owned(), "1000".to_owned());
+        b.topics
+            .create_checked("strict", 1, configs, false)
+            .unwrap();
+
+        let mut corrupt = batch(10);
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 0xff;
+        assert_eq!(produce(&broker, "strict", corrupt), 2, "CORRUPT_MESSAGE");
+        assert_eq!(
+            produce(&broker, "strict", batch(2000)),
+            10,
+            "MESSAGE_TOO_LARGE"
+        );
+        assert_eq!(
+            produce(&broker, "no-such-topic", batch(10)),
+            3,
+            "UNKNOWN_TOPIC_OR_PARTITION"
+        );
+        // Nothing of the refused batches was written; a good one lands at offset 0.
+        assert_eq!(produce(&broker, "strict", batch(10)), 0);
+        let log = b
+            .logs
+            .get(&skein_log::TopicPartition::new("strict", 0))
+            .unwrap();
+        assert_eq!(log.read().log_end_offset(), 1);
+    }
+}
