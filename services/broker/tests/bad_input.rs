@@ -100,6 +100,17 @@ fn unknown_keys_unsupported_versions_garbage_and_oversized_frames_close_only_tha
         ("short header", vec![0, 0, 0, 2, 0, 18]),
         ("frame over the cap", (2_000_000i32).to_be_bytes().to_vec()),
         ("truncated metadata body", frame(3, 1, 1, &[0, 0, 0, 5])),
+        // Produce v3 whose topic array claims ~10^9 entries in a few bytes: the decoder must
+        // not reserve memory for them (found by fuzz/fuzz_targets/request_decode.rs).
+        (
+            "huge declared array",
+            frame(
+                0,
+                3,
+                1,
+                &[0xff, 0xff, 0, 1, 0, 0, 0x13, 0x88, 0x3a, 0, 0, 0, 0, 0],
+            ),
+        ),
     ];
     for (what, bytes) in cases {
         let mut stream = connect(&broker);
