@@ -12,6 +12,7 @@
 pub mod config;
 mod connection;
 mod dispatch;
+mod fetch_session;
 mod group;
 mod handler;
 mod listener;
@@ -38,6 +39,7 @@ pub struct Broker {
     offsets: group::OffsetStore,
     producer_ids: producer::ProducerIds,
     producers: producer::ProducerStates,
+    fetch_sessions: fetch_session::FetchSessions,
     /// Woken on every append, so waiting fetches re-read.
     appended: Notify,
 }
@@ -66,6 +68,7 @@ impl Broker {
             offsets,
             producer_ids,
             producers: producer::ProducerStates::default(),
+            fetch_sessions: fetch_session::FetchSessions::default(),
             appended: Notify::new(),
         });
         // Logs were opened with the broker defaults; give each its topic's settings.

@@ -1,96 +1,195 @@
 //! Fetch: whole batches from each partition's log, waiting up to `max_wait_ms` for
-//! `min_bytes`, woken by appends.
+//! `min_bytes`, woken by appends; with fetch sessions (KIP-227) from v7 on.
+//!
+//! A request with session epoch 0 is a full fetch that opens a session; later requests name
+//! the session and the next epoch and carry only partitions whose fetch position changed
+//! (plus `forgotten_topics_data`), and the answer carries only partitions with something new.
+//! Epoch -1 is a fetch without a session (and closes the one named).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use super::log_error_code;
+use crate::fetch_session::{FetchTarget, SessionOutcome};
 use crate::Broker;
 
+const FINAL_EPOCH: i32 = -1;
+
 pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16) -> FetchResponse {
+    let requested: Vec<FetchTarget> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| FetchTarget {
+                topic: t.topic.0.as_str().to_owned(),
+                topic_id: t.topic_id,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+            })
+        })
+        .collect();
+    let forgotten: Vec<(String, i32)> = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.topic.0.as_str().to_owned(), *p))
+        })
+        .collect();
+    let (session_id, targets, incremental) = if version < 7 || request.session_epoch == FINAL_EPOCH
+    {
+        if version >= 7 && request.session_id != 0 {
+            broker.fetch_sessions.close(request.session_id);
+        }
+        (0, requested, false)
+    } else {
+        match broker.fetch_sessions.update(
+            request.session_id,
+            request.session_epoch,
+            requested,
+            &forgotten,
+        ) {
+            SessionOutcome::Full {
+                session_id,
+                targets,
+            } => (session_id, targets, false),
+            SessionOutcome::Incremental { targets } => (request.session_id, targets, true),
+            SessionOutcome::Error(error) => {
+                return FetchResponse::default().with_error_code(error.code());
+            }
+        }
+    };
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let max_bytes = request.max_bytes.max(0) as u64;
     loop {
         // Register for the wake-up before reading, so an append in between is not missed.
         let appended = broker.appended.notified();
-        let (response, bytes) = read_once(broker, &request, version);
-        if bytes >= request.min_bytes.max(0) as u64 || Instant::now() >= deadline {
-            return response;
-        }
-        if tokio::time::timeout_at(deadline, appended).await.is_err() {
-            return read_once(broker, &request, version).0;
+        let (partitions, bytes) = read_once(broker, &targets, max_bytes, version);
+        let done = bytes >= request.min_bytes.max(0) as u64 || Instant::now() >= deadline;
+        if done || tokio::time::timeout_at(deadline, appended).await.is_err() {
+            let partitions = if done {
+                partitions
+            } else {
+                read_once(broker, &targets, max_bytes, version).0
+            };
+            return respond(broker, session_id, incremental, &targets, partitions);
         }
     }
 }
 
-fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchResponse, u64) {
-    let mut budget = request.max_bytes.max(0) as u64;
+/// Builds the response; an incremental one leaves out partitions with nothing new.
+fn respond(
+    broker: &Broker,
+    session_id: i32,
+    incremental: bool,
+    targets: &[FetchTarget],
+    partitions: Vec<PartitionData>,
+) -> FetchResponse {
+    let mut by_topic: BTreeMap<(String, Uuid), Vec<PartitionData>> = BTreeMap::new();
+    for (target, data) in targets.iter().zip(partitions) {
+        // Remember what the client last saw, for the session's next incremental answer.
+        let moved = broker.fetch_sessions.note_progress(
+            session_id,
+            &target.topic,
+            target.partition,
+            data.high_watermark,
+            data.log_start_offset,
+        );
+        let keep = !incremental
+            || moved
+            || data.records.as_ref().is_some_and(|r| !r.is_empty())
+            || data.error_code != 0;
+        if keep {
+            by_topic
+                .entry((target.topic.clone(), target.topic_id))
+                .or_default()
+                .push(data);
+        }
+    }
+    FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(
+            by_topic
+                .into_iter()
+                .map(|((topic, topic_id), partitions)| {
+                    FetchableTopicResponse::default()
+                        .with_topic(TopicName(StrBytes::from_string(topic)))
+                        .with_topic_id(topic_id)
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+fn read_once(
+    broker: &Broker,
+    targets: &[FetchTarget],
+    max_bytes: u64,
+    version: i16,
+) -> (Vec<PartitionData>, u64) {
+    let mut budget = max_bytes;
     let mut total = 0u64;
     let mut first = true;
-    let topics = request
-        .topics
+    let partitions = targets
         .iter()
-        .map(|topic| {
-            let name = topic.topic.0.as_str();
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let answer = PartitionData::default()
-                        .with_partition_index(p.partition)
-                        .with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                        .with_log_start_offset(-1);
-                    let Some(log) = broker.partition_log(name, p.partition) else {
-                        return answer.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+        .map(|t| {
+            let answer = PartitionData::default()
+                .with_partition_index(t.partition)
+                .with_high_watermark(-1)
+                .with_last_stable_offset(-1)
+                .with_log_start_offset(-1);
+            let Some(log) = broker.partition_log(&t.topic, t.partition) else {
+                return answer.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+            };
+            let log = log.read();
+            let end = log.log_end_offset() as i64;
+            let mut answer = answer.with_high_watermark(end).with_last_stable_offset(end);
+            if version >= 5 {
+                answer = answer.with_log_start_offset(log.log_start_offset() as i64);
+            }
+            if t.fetch_offset < 0 {
+                return answer.with_error_code(ResponseError::OffsetOutOfRange.code());
+            }
+            let limit = (t.max_bytes.max(0) as u64).min(budget);
+            if limit == 0 && !first {
+                return answer;
+            }
+            match log.read(t.fetch_offset as u64, limit, None) {
+                Ok(slice) => {
+                    let Some(region) = slice.region else {
+                        return answer;
                     };
-                    let log = log.read();
-                    let end = log.log_end_offset() as i64;
-                    let mut answer = answer.with_high_watermark(end).with_last_stable_offset(end);
-                    if version >= 5 {
-                        answer = answer.with_log_start_offset(log.log_start_offset() as i64);
-                    }
-                    if p.fetch_offset < 0 {
-                        return answer.with_error_code(ResponseError::OffsetOutOfRange.code());
-                    }
-                    let limit = (p.partition_max_bytes.max(0) as u64).min(budget);
-                    if limit == 0 && !first {
+                    // The first partition may exceed the budget by one batch, as in Kafka, so
+                    // a large batch never blocks a consumer; others must fit.
+                    if !first && region.len() > limit {
                         return answer;
                     }
-                    match log.read(p.fetch_offset as u64, limit, None) {
-                        Ok(slice) => {
-                            let Some(region) = slice.region else { return answer };
-                            // The first partition may exceed the budget by one batch, as in Kafka,
-                            // so a large batch never blocks a consumer; others must fit.
-                            if !first && region.len() > limit {
-                                return answer;
-                            }
-                            match region.read_to_vec() {
-                                Ok(bytes) => {
-                                    first = false;
-                                    budget = budget.saturating_sub(bytes.len() as u64);
-                                    total += bytes.len() as u64;
-                                    answer.with_records(Some(Bytes::from(bytes)))
-                                }
-                                Err(e) => {
-                                    tracing::warn!(topic = %name, partition = p.partition, error = %e, "fetch read failed");
-                                    answer.with_error_code(ResponseError::KafkaStorageError.code())
-                                }
-                            }
+                    match region.read_to_vec() {
+                        Ok(bytes) => {
+                            first = false;
+                            budget = budget.saturating_sub(bytes.len() as u64);
+                            total += bytes.len() as u64;
+                            answer.with_records(Some(Bytes::from(bytes)))
                         }
-                        Err(e) => answer.with_error_code(log_error_code(&e)),
+                        Err(e) => {
+                            tracing::warn!(topic = %t.topic, partition = t.partition, error = %e, "fetch read failed");
+                            answer.with_error_code(ResponseError::KafkaStorageError.code())
+                        }
                     }
-                })
-                .collect();
-            FetchableTopicResponse::default()
-                .with_topic(topic.topic.clone())
-                .with_topic_id(topic.topic_id)
-                .with_partitions(partitions)
+                }
+                Err(e) => answer.with_error_code(log_error_code(&e)),
+            }
         })
         .collect();
-    (FetchResponse::default().with_responses(topics), total)
+    (partitions, total)
 }
