@@ -77,7 +77,7 @@ fn an_unsupported_api_versions_version_gets_error_35_in_v0_format() {
             )
         })
         .collect();
-    assert!(entries.contains(&(18, 0, 3)), "{entries:?}");
+    assert!(entries.contains(&(18, 0, 4)), "{entries:?}");
     assert_healthy(&broker);
 }
 

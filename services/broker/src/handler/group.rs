@@ -357,8 +357,13 @@ pub(crate) fn list_groups(broker: &Broker, version: i16) -> ListGroupsResponse {
                 let listed = ListedGroup::default()
                     .with_group_id(GroupId(s(&id)))
                     .with_protocol_type(s(&protocol_type));
-                if version >= 4 {
+                let listed = if version >= 4 {
                     listed.with_group_state(s(state.name()))
+                } else {
+                    listed
+                };
+                if version >= 5 {
+                    listed.with_group_type(s("classic"))
                 } else {
                     listed
                 }
