@@ -87,20 +87,13 @@ impl OffsetStore {
         commits: &[(String, i32, Committed)],
         now_ms: i64,
     ) -> anyhow::Result<()> {
-        if commits.is_empty() {
-            return Ok(());
-        }
-        let records: Vec<NewRecord> = commits
-            .iter()
-            .map(|(topic, partition, c)| NewRecord {
-                key: Some(encode_key(group, topic, *partition)),
-                value: Some(encode_value(c, now_ms)),
-                headers: Vec::new(),
-                timestamp: now_ms,
-            })
-            .collect();
-        let mut batch = build_batch(&records, Compression::None, ProducerFields::NONE)?;
-        self.log.write().append(&mut batch, 0)?;
+        self.write(
+            group,
+            commits
+                .iter()
+                .map(|(t, p, c)| (t.as_str(), *p, Some(encode_value(c, now_ms)))),
+            now_ms,
+        )?;
         let mut offsets = self.offsets.write();
         for (topic, partition, c) in commits {
             offsets.insert((group.to_owned(), topic.clone(), *partition), c.clone());
@@ -115,24 +108,39 @@ impl OffsetStore {
         keys: &[(String, i32)],
         now_ms: i64,
     ) -> anyhow::Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let records: Vec<NewRecord> = keys
-            .iter()
-            .map(|(topic, partition)| NewRecord {
-                key: Some(encode_key(group, topic, *partition)),
-                value: None,
-                headers: Vec::new(),
-                timestamp: now_ms,
-            })
-            .collect();
-        let mut batch = build_batch(&records, Compression::None, ProducerFields::NONE)?;
-        self.log.write().append(&mut batch, 0)?;
+        self.write(
+            group,
+            keys.iter().map(|(t, p)| (t.as_str(), *p, None)),
+            now_ms,
+        )?;
         let mut offsets = self.offsets.write();
         for (topic, partition) in keys {
             offsets.remove(&(group.to_owned(), topic.clone(), *partition));
         }
+        Ok(())
+    }
+
+    /// Appends one record per (topic, partition, value) to `__consumer_offsets`; a `None`
+    /// value is a tombstone.
+    fn write<'a>(
+        &self,
+        group: &str,
+        entries: impl Iterator<Item = (&'a str, i32, Option<Vec<u8>>)>,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        let records: Vec<NewRecord> = entries
+            .map(|(topic, partition, value)| NewRecord {
+                key: Some(encode_key(group, topic, partition)),
+                value,
+                headers: Vec::new(),
+                timestamp: now_ms,
+            })
+            .collect();
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut batch = build_batch(&records, Compression::None, ProducerFields::NONE)?;
+        self.log.write().append(&mut batch, 0)?;
         Ok(())
     }
 
