@@ -26,6 +26,14 @@ use skein_log::{LogManager, LogManagerConfig, SharedLog, SystemClock, TopicParti
 use tokio::sync::Notify;
 
 pub use config::BrokerConfig;
+
+/// Broker-wide topic defaults from settings under Kafka's names (`retention.ms`, ...),
+/// checked as topic configs are.
+pub fn log_defaults(
+    settings: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<skein_log::LogConfig> {
+    Ok(topic_config::settings(&skein_log::LogConfig::default(), settings)?.log)
+}
 pub use listener::serve;
 pub use topics::{TopicInfo, TopicRegistry};
 

@@ -23,6 +23,9 @@ pub(crate) struct DevArgs {
     /// Address the Kafka listener binds (port 0 picks a free one)
     #[arg(long, env = "SKEIN_KAFKA_LISTEN", default_value = "127.0.0.1:9092")]
     kafka_listen: SocketAddr,
+    /// A TOML configuration file (see `docs/configuration.md`)
+    #[arg(long, env = "SKEIN_BROKER_CONFIG")]
+    config: Option<PathBuf>,
     /// Seconds between retention and compaction runs
     #[arg(long, default_value_t = 30)]
     maintenance_interval_secs: u64,
@@ -43,6 +46,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         .with_context(|| format!("failed to bind the Kafka listener on {}", args.kafka_listen))?;
     let address = listener.local_addr()?;
     let mut config = BrokerConfig::new(&args.data_dir);
+    crate::config::apply(&mut config, args.config.as_deref(), std::env::vars())?;
     config.advertised_host = address.ip().to_string();
     config.advertised_port = address.port();
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))

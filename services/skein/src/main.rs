@@ -1,6 +1,7 @@
 //! `skein`: runs Skein and its tools.
 
 mod bench;
+mod config;
 mod dev;
 mod dump;
 

@@ -164,3 +164,64 @@ fn bench_log_runs_end_to_end_and_reports_ratios() {
         "the bench directory is removed afterwards"
     );
 }
+
+#[test]
+fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("skein.toml");
+    std::fs::write(
+        &config,
+        "[broker]\ndefault_partitions = 3\n[log]\n\"retention.ms\" = 1000\n",
+    )
+    .unwrap();
+    let mut child = Command::new(SKEIN)
+        .args(["dev", "--kafka-listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(data.path().join("data"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut bootstrap = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bootstrap.is_none() {
+        assert!(Instant::now() < deadline, "skein dev did not start");
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "skein dev exited");
+        if let Some(rest) = line.strip_prefix("kafka: bootstrap server ") {
+            bootstrap = rest.split_whitespace().next().map(str::to_owned);
+        }
+    }
+    let bootstrap = bootstrap.unwrap();
+    let produce = Command::new("sh")
+        .arg("-c")
+        .arg(format!("echo hello | kcat -b {bootstrap} -P -t defaults"))
+        .status()
+        .unwrap();
+    assert!(produce.success());
+    let listing = Command::new("kcat")
+        .args(["-b", &bootstrap, "-L", "-t", "defaults"])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.contains("with 3 partitions"), "{listing}");
+    Command::new("kill")
+        .arg("-INT")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+
+    std::fs::write(&config, "[broker]\nnot_a_setting = 1\n").unwrap();
+    let out = Command::new(SKEIN)
+        .args(["dev", "--kafka-listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(data.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not_a_setting"));
+}

@@ -1,0 +1,165 @@
+//! The `skein` configuration: compiled-in defaults, then an optional TOML file, then
+//! environment variables. Unknown keys are errors.
+//!
+//! ```toml
+//! [broker]
+//! node_id = 0
+//! auto_create_topics = true             # auto.create.topics.enable
+//! default_partitions = 1                # num.partitions
+//! group_initial_rebalance_delay_ms = 3000
+//! max_request_bytes = 104857600         # socket.request.max.bytes
+//!
+//! [log]                                 # topic defaults, under Kafka's names
+//! "retention.ms" = "604800000"
+//! "segment.bytes" = "1073741824"
+//! ```
+//!
+//! Environment: `SKEIN_LOG_RETENTION_MS=1000` sets `retention.ms` (Kafka's name with dots as
+//! underscores, as Kafka's container images do); `SKEIN_BROKER_DEFAULT_PARTITIONS=3` sets a
+//! `[broker]` key.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Deserialize;
+use skein_broker::BrokerConfig;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileConfig {
+    #[serde(default)]
+    broker: BrokerSection,
+    #[serde(default)]
+    log: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BrokerSection {
+    node_id: Option<i32>,
+    auto_create_topics: Option<bool>,
+    default_partitions: Option<i32>,
+    group_initial_rebalance_delay_ms: Option<u64>,
+    max_request_bytes: Option<usize>,
+}
+
+/// Applies the file (if any) and the environment to `config`.
+pub(crate) fn apply(
+    config: &mut BrokerConfig,
+    file: Option<&Path>,
+    env: impl Iterator<Item = (String, String)>,
+) -> anyhow::Result<()> {
+    let parsed: FileConfig = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("failed to read {}", path.display()))?;
+            toml::from_str(&text)
+                .with_context(|| format!("invalid configuration in {}", path.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let mut broker = parsed.broker;
+    let mut log: BTreeMap<String, String> = parsed
+        .log
+        .into_iter()
+        .map(|(k, v)| {
+            let value = match v {
+                toml::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            (k, value)
+        })
+        .collect();
+    for (key, value) in env {
+        if let Some(name) = key.strip_prefix("SKEIN_LOG_") {
+            log.insert(name.to_lowercase().replace('_', "."), value);
+        } else if let Some(name) = key.strip_prefix("SKEIN_BROKER_") {
+            let parse = |what: &str| format!("{key}={value} is not a valid {what}");
+            match name {
+                "NODE_ID" => {
+                    broker.node_id = Some(value.parse().with_context(|| parse("node id"))?)
+                }
+                "AUTO_CREATE_TOPICS" => {
+                    broker.auto_create_topics =
+                        Some(value.parse().with_context(|| parse("boolean"))?)
+                }
+                "DEFAULT_PARTITIONS" => {
+                    broker.default_partitions =
+                        Some(value.parse().with_context(|| parse("partition count"))?)
+                }
+                "GROUP_INITIAL_REBALANCE_DELAY_MS" => {
+                    broker.group_initial_rebalance_delay_ms =
+                        Some(value.parse().with_context(|| parse("duration in ms"))?)
+                }
+                "MAX_REQUEST_BYTES" => {
+                    broker.max_request_bytes = Some(value.parse().with_context(|| parse("size"))?)
+                }
+                // SKEIN_BROKER_CONFIG names the file itself.
+                "CONFIG" => {}
+                _ => anyhow::bail!("unknown setting {key}"),
+            }
+        }
+    }
+    if let Some(v) = broker.node_id {
+        config.node_id = v;
+    }
+    if let Some(v) = broker.auto_create_topics {
+        config.auto_create_topics = v;
+    }
+    if let Some(v) = broker.default_partitions {
+        anyhow::ensure!(v >= 1, "default_partitions must be at least 1");
+        config.default_partitions = v;
+    }
+    if let Some(v) = broker.group_initial_rebalance_delay_ms {
+        config.group_initial_rebalance_delay_ms = v;
+    }
+    if let Some(v) = broker.max_request_bytes {
+        config.max_request_bytes = v;
+    }
+    config.log = skein_broker::log_defaults(&log)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_environment_and_unknown_keys_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("skein.toml");
+        std::fs::write(
+            &path,
+            "[broker]\ndefault_partitions = 3\n[log]\n\"retention.ms\" = 1000\n\"cleanup.policy\" = \"compact\"\n",
+        )
+        .unwrap();
+        let mut config = BrokerConfig::new(dir.path());
+        let env = vec![("SKEIN_LOG_RETENTION_MS".to_owned(), "2000".to_owned())];
+        apply(&mut config, Some(&path), env.into_iter()).unwrap();
+        assert_eq!(config.default_partitions, 3);
+        assert_eq!(
+            config.log.retention_ms, 2000,
+            "the environment wins over the file"
+        );
+        assert_eq!(config.log.cleanup_policy, skein_log::CleanupPolicy::Compact);
+
+        std::fs::write(&path, "[broker]\nno_such_key = 1\n").unwrap();
+        let err = apply(
+            &mut BrokerConfig::new(dir.path()),
+            Some(&path),
+            std::iter::empty(),
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("no_such_key"), "{err:#}");
+        std::fs::write(&path, "[log]\n\"retention.ms\" = \"soon\"\n").unwrap();
+        assert!(apply(
+            &mut BrokerConfig::new(dir.path()),
+            Some(&path),
+            std::iter::empty()
+        )
+        .is_err());
+        let env = vec![("SKEIN_BROKER_BOGUS".to_owned(), "1".to_owned())];
+        assert!(apply(&mut BrokerConfig::new(dir.path()), None, env.into_iter()).is_err());
+    }
+}
