@@ -74,3 +74,41 @@ fn kcat_lists_metadata_and_round_trips_1000_keyed_messages() {
     assert!(ok);
     assert!(out.contains("topic \"orders\" with 1 partitions"), "{out}");
 }
+
+#[test]
+fn kcat_balanced_consumer_commits_and_resumes() {
+    let broker = TestBroker::start();
+    let bootstrap = broker.bootstrap();
+    let input: String = (0..50).map(|i| format!("k{i}:v{i}\n")).collect();
+    let (ok, _, err) = kcat(
+        &["-b", &bootstrap, "-P", "-t", "grouped", "-K:"],
+        Some(&input),
+    );
+    assert!(ok, "{err}");
+    let consume = |extra: &[&str]| {
+        let mut args = vec![
+            "-b",
+            bootstrap.as_str(),
+            "-G",
+            "kcat-group",
+            "-e",
+            "-f",
+            "%s\n",
+        ];
+        args.extend_from_slice(extra);
+        args.push("grouped");
+        kcat(&args, None)
+    };
+    let (ok, out, err) = consume(&["-o", "beginning"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), 50, "{out}");
+    // The group committed on the way out: the next member sees only what came after.
+    let (ok, _, err) = kcat(
+        &["-b", &bootstrap, "-P", "-t", "grouped", "-K:"],
+        Some("k50:v50\n"),
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = consume(&[]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "v50\n");
+}
