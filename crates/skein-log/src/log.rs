@@ -859,6 +859,22 @@ impl Log {
         Ok(None)
     }
 
+    /// ListOffsets MAX_TIMESTAMP: the first record (at or after the log start) carrying the
+    /// largest timestamp in the log, with that timestamp; `None` when the log is empty.
+    pub fn max_timestamp_offset(&self) -> Result<Option<(u64, i64)>> {
+        let largest = self
+            .segments
+            .values()
+            .filter(|s| s.size > 0)
+            .map(|s| s.max_timestamp)
+            .max();
+        match largest {
+            // The first record at or above the largest timestamp is a record with it.
+            Some(ts) => self.offset_for_timestamp(ts),
+            None => Ok(None),
+        }
+    }
+
     /// Removes every record at or after `offset` (replication: a follower truncating to its
     /// leader). The batch holding `offset` is removed whole.
     pub fn truncate_to(&mut self, offset: u64) -> Result<()> {

@@ -591,3 +591,19 @@ fn batch_headers_can_be_walked_without_reading_records() {
         .unwrap();
     assert_eq!(tail.first(), Some(&40));
 }
+
+#[test]
+fn the_record_with_the_largest_timestamp_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut log = open(dir.path(), small_config(), &clock);
+    assert_eq!(log.max_timestamp_offset().unwrap(), None);
+    for (i, ts) in [5, 90, 20, 90, 7].iter().enumerate() {
+        log.append(
+            &mut batch_of(&[record(&format!("{i}"), Some("v"), T0 + ts)]),
+            0,
+        )
+        .unwrap();
+    }
+    assert_eq!(log.max_timestamp_offset().unwrap(), Some((1, T0 + 90)));
+}

@@ -27,8 +27,8 @@ pub(crate) enum Reply {
 /// Every API this broker answers, with the versions it implements.
 pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
-    (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 6),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 1, 8),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),

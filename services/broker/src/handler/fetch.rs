@@ -24,12 +24,27 @@ use crate::Broker;
 const FINAL_EPOCH: i32 = -1;
 
 pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16) -> FetchResponse {
+    // From v13 topics are named by id; an unknown id resolves to no name.
+    let name_of = |name: &TopicName, id: &Uuid| -> String {
+        if version >= 13 {
+            broker
+                .topics
+                .list()
+                .into_iter()
+                .find(|t| t.id == *id)
+                .map(|t| t.name)
+                .unwrap_or_default()
+        } else {
+            name.0.as_str().to_owned()
+        }
+    };
     let requested: Vec<FetchTarget> = request
         .topics
         .iter()
         .flat_map(|t| {
+            let topic = name_of(&t.topic, &t.topic_id);
             t.partitions.iter().map(move |p| FetchTarget {
-                topic: t.topic.0.as_str().to_owned(),
+                topic: topic.clone(),
                 topic_id: t.topic_id,
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
@@ -41,9 +56,8 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
         .forgotten_topics_data
         .iter()
         .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| (t.topic.0.as_str().to_owned(), *p))
+            let topic = name_of(&t.topic, &t.topic_id);
+            t.partitions.iter().map(move |p| (topic.clone(), *p))
         })
         .collect();
     let (session_id, targets, incremental) = if version < 7 || request.session_epoch == FINAL_EPOCH
@@ -82,7 +96,14 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
             } else {
                 read_once(broker, &targets, max_bytes, version).0
             };
-            return respond(broker, session_id, incremental, &targets, partitions);
+            return respond(
+                broker,
+                session_id,
+                incremental,
+                &targets,
+                partitions,
+                version,
+            );
         }
     }
 }
@@ -94,6 +115,7 @@ fn respond(
     incremental: bool,
     targets: &[FetchTarget],
     partitions: Vec<PartitionData>,
+    version: i16,
 ) -> FetchResponse {
     let mut by_topic: BTreeMap<(String, Uuid), Vec<PartitionData>> = BTreeMap::new();
     for (target, data) in targets.iter().zip(partitions) {
@@ -122,10 +144,13 @@ fn respond(
             by_topic
                 .into_iter()
                 .map(|((topic, topic_id), partitions)| {
-                    FetchableTopicResponse::default()
-                        .with_topic(TopicName(StrBytes::from_string(topic)))
-                        .with_topic_id(topic_id)
-                        .with_partitions(partitions)
+                    let response = FetchableTopicResponse::default().with_partitions(partitions);
+                    // A version names topics either by name (up to v12) or by id, never both.
+                    if version >= 13 {
+                        response.with_topic_id(topic_id)
+                    } else {
+                        response.with_topic(TopicName(StrBytes::from_string(topic)))
+                    }
                 })
                 .collect(),
         )
@@ -148,6 +173,9 @@ fn read_once(
                 .with_high_watermark(-1)
                 .with_last_stable_offset(-1)
                 .with_log_start_offset(-1);
+            if t.topic.is_empty() && version >= 13 {
+                return answer.with_error_code(ResponseError::UnknownTopicId.code());
+            }
             let Some(log) = broker.partition_log(&t.topic, t.partition) else {
                 return answer.with_error_code(ResponseError::UnknownTopicOrPartition.code());
             };

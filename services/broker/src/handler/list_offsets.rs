@@ -1,4 +1,6 @@
-//! ListOffsets: earliest (-2), latest (-1) or the first offset at or after a timestamp.
+//! ListOffsets: earliest (-2), latest (-1), the record with the largest timestamp (-3, v7+),
+//! the earliest local offset (-4, v8+: the log start, since every segment is local) or the
+//! first offset at or after a timestamp.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -11,6 +13,8 @@ use crate::Broker;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
 
 pub(crate) fn handle(
     broker: &Broker,
@@ -41,9 +45,17 @@ pub(crate) fn handle(
                         LATEST => answer
                             .with_offset(log.log_end_offset() as i64)
                             .with_leader_epoch(epoch),
-                        EARLIEST => answer
+                        EARLIEST | EARLIEST_LOCAL => answer
                             .with_offset(log.log_start_offset() as i64)
                             .with_leader_epoch(epoch),
+                        MAX_TIMESTAMP => match log.max_timestamp_offset() {
+                            Ok(Some((offset, found))) => answer
+                                .with_offset(offset as i64)
+                                .with_timestamp(found)
+                                .with_leader_epoch(epoch),
+                            Ok(None) => answer,
+                            Err(e) => answer.with_error_code(log_error_code(&e)),
+                        },
                         ts => match log.offset_for_timestamp(ts) {
                             Ok(Some((offset, found))) => answer
                                 .with_offset(offset as i64)

@@ -1,5 +1,6 @@
-//! Fetch sessions (KIP-227) over TCP: a full fetch opens a session, incremental fetches
-//! carry and return only what changed, and stale or unknown sessions get their error codes.
+//! Requests built with `kafka-protocol` and sent over TCP, for what the client libraries in
+//! the other tests do not exercise: fetch sessions (KIP-227), where a full fetch opens a
+//! session and incremental ones carry only what changed, and ListOffsets' special queries.
 
 #![allow(clippy::unwrap_used)]
 
@@ -47,7 +48,7 @@ impl Client {
             .with_request_api_key(key)
             .with_request_api_version(version)
             .with_correlation_id(id)
-            .encode(&mut frame, 1)
+            .encode(&mut frame, api(key).request_header_version(version))
             .unwrap();
         request.encode(&mut frame, version).unwrap();
         self.stream
@@ -59,19 +60,22 @@ impl Client {
         let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
         self.stream.read_exact(&mut body).unwrap();
         let mut body = Bytes::from(body);
-        assert_eq!(
-            ResponseHeader::decode(&mut body, 0).unwrap().correlation_id,
-            id
-        );
+        let header_version = api(key).response_header_version(version);
+        let header = ResponseHeader::decode(&mut body, header_version).unwrap();
+        assert_eq!(header.correlation_id, id);
         Resp::decode(&mut body, version).unwrap()
     }
 
     fn produce(&mut self, topic: &str, partition: i32, value: &str) {
+        self.produce_at(topic, partition, value, 1);
+    }
+
+    fn produce_at(&mut self, topic: &str, partition: i32, value: &str, timestamp: i64) {
         let record = NewRecord {
             key: None,
             value: Some(value.as_bytes().to_vec()),
             headers: Vec::new(),
-            timestamp: 1,
+            timestamp,
         };
         let batch = build_batch(&[record], Compression::None, ProducerFields::NONE).unwrap();
         let request = ProduceRequest::default()
@@ -86,6 +90,22 @@ impl Client {
     }
 
     fn fetch(&mut self, session_id: i32, epoch: i32, partitions: &[(i32, i64)]) -> FetchResponse {
+        self.fetch_as(11, None, session_id, epoch, partitions)
+    }
+
+    /// A fetch at `version`, naming the topic by `topic_id` when given (v13+).
+    fn fetch_as(
+        &mut self,
+        version: i16,
+        topic_id: Option<uuid::Uuid>,
+        session_id: i32,
+        epoch: i32,
+        partitions: &[(i32, i64)],
+    ) -> FetchResponse {
+        let topic = match topic_id {
+            Some(id) => FetchTopic::default().with_topic_id(id),
+            None => FetchTopic::default().with_topic(name("sessions")),
+        };
         let request = FetchRequest::default()
             .with_replica_id(kafka_protocol::messages::BrokerId(-1))
             .with_max_wait_ms(0)
@@ -96,22 +116,24 @@ impl Client {
             .with_topics(if partitions.is_empty() {
                 Vec::new()
             } else {
-                vec![FetchTopic::default()
-                    .with_topic(name("sessions"))
-                    .with_partitions(
-                        partitions
-                            .iter()
-                            .map(|(p, offset)| {
-                                FetchPartition::default()
-                                    .with_partition(*p)
-                                    .with_fetch_offset(*offset)
-                                    .with_partition_max_bytes(1 << 20)
-                            })
-                            .collect(),
-                    )]
+                vec![topic.with_partitions(
+                    partitions
+                        .iter()
+                        .map(|(p, offset)| {
+                            FetchPartition::default()
+                                .with_partition(*p)
+                                .with_fetch_offset(*offset)
+                                .with_partition_max_bytes(1 << 20)
+                        })
+                        .collect(),
+                )]
             });
-        self.call(1, 11, &request)
+        self.call(1, version, &request)
     }
+}
+
+fn api(key: i16) -> kafka_protocol::messages::ApiKey {
+    kafka_protocol::messages::ApiKey::try_from(key).unwrap()
 }
 
 fn name(topic: &str) -> TopicName {
@@ -175,4 +197,76 @@ fn incremental_fetches_carry_only_what_changed() {
     assert_eq!(sessionless.session_id, 0);
     assert_eq!(partitions(&sessionless).len(), 1);
     assert_eq!(client.fetch(session, 3, &[]).error_code, 70);
+}
+
+#[test]
+fn list_offsets_answers_latest_earliest_and_the_largest_timestamp() {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+    let broker = TestBroker::start();
+    broker
+        .broker
+        .as_ref()
+        .unwrap()
+        .topics
+        .create("sessions", 1)
+        .unwrap();
+    let mut client = Client::connect(&broker);
+    for (value, ts) in [("a", 5), ("b", 90), ("c", 20), ("d", 90), ("e", 7)] {
+        client.produce_at("sessions", 0, value, 1_700_000_000_000 + ts);
+    }
+    let mut query = |timestamp: i64| -> (i64, i64) {
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("sessions"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(timestamp)])]);
+        let response: ListOffsetsResponse = client.call(2, 8, &request);
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        (p.offset, p.timestamp)
+    };
+    assert_eq!(query(-1).0, 5, "latest");
+    assert_eq!(query(-2).0, 0, "earliest");
+    assert_eq!(query(-4).0, 0, "earliest local");
+    assert_eq!(
+        query(-3),
+        (1, 1_700_000_000_090),
+        "first record with the largest timestamp"
+    );
+    assert_eq!(
+        query(1_700_000_000_010),
+        (1, 1_700_000_000_090),
+        "by timestamp"
+    );
+}
+
+#[test]
+fn fetch_v13_names_topics_by_id() {
+    let broker = TestBroker::start();
+    let info = broker
+        .broker
+        .as_ref()
+        .unwrap()
+        .topics
+        .create("sessions", 1)
+        .unwrap();
+    let mut client = Client::connect(&broker);
+    client.produce("sessions", 0, "by-id");
+    let response = client.fetch_as(16, Some(info.id), 0, -1, &[(0, 0)]);
+    assert_eq!(response.responses.len(), 1);
+    assert_eq!(response.responses[0].topic_id, info.id);
+    assert!(
+        response.responses[0].topic.0.is_empty(),
+        "v13+ carries no topic name"
+    );
+    assert!(partitions(&response)[0].1 > 0);
+    let unknown = client.fetch_as(16, Some(uuid::Uuid::new_v4()), 0, -1, &[(0, 0)]);
+    assert_eq!(
+        unknown.responses[0].partitions[0].error_code, 100,
+        "UNKNOWN_TOPIC_ID"
+    );
 }
