@@ -19,7 +19,10 @@ pub struct BrokerConfig {
     pub default_partitions: i32,
     /// `group.initial.rebalance.delay.ms`: how long a new group waits for more members.
     pub group_initial_rebalance_delay_ms: u64,
+    /// Topic defaults for the log (`retention.ms`, `segment.bytes`, ...).
     pub log: LogConfig,
+    /// `min.insync.replicas` for topics without their own.
+    pub default_min_insync_replicas: i32,
 }
 
 impl BrokerConfig {
@@ -34,6 +37,7 @@ impl BrokerConfig {
             default_partitions: 1,
             group_initial_rebalance_delay_ms: 3000,
             log: LogConfig::default(),
+            default_min_insync_replicas: 1,
         }
     }
 }

@@ -29,10 +29,16 @@ pub use config::BrokerConfig;
 
 /// Broker-wide topic defaults from settings under Kafka's names (`retention.ms`, ...),
 /// checked as topic configs are.
-pub fn log_defaults(
+/// Returns the log defaults and the default `min.insync.replicas`.
+pub fn topic_defaults(
     settings: &std::collections::BTreeMap<String, String>,
-) -> anyhow::Result<skein_log::LogConfig> {
-    Ok(topic_config::settings(&skein_log::LogConfig::default(), settings)?.log)
+) -> anyhow::Result<(skein_log::LogConfig, i32)> {
+    let base = topic_config::TopicSettings {
+        log: skein_log::LogConfig::default(),
+        min_insync_replicas: 1,
+    };
+    let effective = topic_config::settings(&base, settings)?;
+    Ok((effective.log, effective.min_insync_replicas))
 }
 pub use listener::serve;
 pub use topics::{TopicInfo, TopicRegistry};
@@ -104,13 +110,27 @@ impl Broker {
 
     /// The effective settings of a topic (broker defaults plus its overrides).
     pub(crate) fn settings(&self, info: &TopicInfo) -> topic_config::TopicSettings {
-        topic_config::settings(&self.config.log, &info.configs).unwrap_or_else(|e| {
+        topic_config::settings(&self.defaults(), &info.configs).unwrap_or_else(|e| {
             tracing::warn!(topic = %info.name, error = %e, "ignoring stored topic configs");
-            topic_config::TopicSettings {
-                log: self.config.log.clone(),
-                min_insync_replicas: 1,
-            }
+            self.defaults()
         })
+    }
+
+    /// The broker-wide topic defaults.
+    pub(crate) fn defaults(&self) -> topic_config::TopicSettings {
+        topic_config::TopicSettings {
+            log: self.config.log.clone(),
+            min_insync_replicas: self.config.default_min_insync_replicas,
+        }
+    }
+
+    /// A topic's `min.insync.replicas`, read without working out its other settings (the
+    /// produce path asks for it on every acks=all request).
+    pub(crate) fn min_insync_replicas(&self, info: &TopicInfo) -> i32 {
+        info.configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(self.config.default_min_insync_replicas)
     }
 
     /// Applies a topic's settings to its open partition logs.

@@ -122,13 +122,10 @@ pub(crate) fn apply(
 
 /// Broker defaults plus `overrides`.
 pub(crate) fn settings(
-    defaults: &LogConfig,
+    defaults: &TopicSettings,
     overrides: &BTreeMap<String, String>,
 ) -> Result<TopicSettings, ConfigError> {
-    let mut settings = TopicSettings {
-        log: defaults.clone(),
-        min_insync_replicas: 1,
-    };
+    let mut settings = defaults.clone();
     for (name, value) in overrides {
         apply(&mut settings, name, value)?;
     }
@@ -168,24 +165,31 @@ pub(crate) fn value_of(settings: &TopicSettings, name: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn defaults() -> TopicSettings {
+        TopicSettings {
+            log: LogConfig::default(),
+            min_insync_replicas: 1,
+        }
+    }
+
     #[test]
     fn overrides_apply_and_bad_ones_are_refused() {
         let mut overrides = BTreeMap::new();
         overrides.insert("retention.ms".to_owned(), "1000".to_owned());
         overrides.insert("cleanup.policy".to_owned(), "delete,compact".to_owned());
-        let s = settings(&LogConfig::default(), &overrides).unwrap();
+        let s = settings(&defaults(), &overrides).unwrap();
         assert_eq!(s.log.retention_ms, 1000);
         assert_eq!(value_of(&s, "cleanup.policy").unwrap(), "compact,delete");
         assert_eq!(value_of(&s, "segment.bytes").unwrap(), "1073741824");
         overrides.insert("retention.ms".to_owned(), "-5".to_owned());
         assert!(matches!(
-            settings(&LogConfig::default(), &overrides),
+            settings(&defaults(), &overrides),
             Err(ConfigError::Invalid { .. })
         ));
         let mut unknown = BTreeMap::new();
         unknown.insert("no.such.config".to_owned(), "1".to_owned());
         assert!(matches!(
-            settings(&LogConfig::default(), &unknown),
+            settings(&defaults(), &unknown),
             Err(ConfigError::Unknown { .. })
         ));
     }

@@ -117,7 +117,7 @@ pub(crate) fn apply(
     if let Some(v) = broker.max_request_bytes {
         config.max_request_bytes = v;
     }
-    config.log = skein_broker::log_defaults(&log)?;
+    (config.log, config.default_min_insync_replicas) = skein_broker::topic_defaults(&log)?;
     Ok(())
 }
 
@@ -131,7 +131,7 @@ mod tests {
         let path = dir.path().join("skein.toml");
         std::fs::write(
             &path,
-            "[broker]\ndefault_partitions = 3\n[log]\n\"retention.ms\" = 1000\n\"cleanup.policy\" = \"compact\"\n",
+            "[broker]\ndefault_partitions = 3\n[log]\n\"retention.ms\" = 1000\n\"cleanup.policy\" = \"compact\"\n\"min.insync.replicas\" = 2\n",
         )
         .unwrap();
         let mut config = BrokerConfig::new(dir.path());
@@ -143,6 +143,10 @@ mod tests {
             "the environment wins over the file"
         );
         assert_eq!(config.log.cleanup_policy, skein_log::CleanupPolicy::Compact);
+        assert_eq!(
+            config.default_min_insync_replicas, 2,
+            "kept, not dropped with the log settings"
+        );
 
         std::fs::write(&path, "[broker]\nno_such_key = 1\n").unwrap();
         let err = apply(

@@ -80,7 +80,7 @@ pub(crate) fn create_topics(
                         .map(|v| (c.name.as_str().to_owned(), v.as_str().to_owned()))
                 })
                 .collect();
-            if let Err(e) = crate::topic_config::settings(&broker.config.log, &overrides) {
+            if let Err(e) = crate::topic_config::settings(&broker.defaults(), &overrides) {
                 return refuse(ResponseError::InvalidConfig, e.to_string());
             }
             match broker

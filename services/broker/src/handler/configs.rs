@@ -79,10 +79,7 @@ pub(crate) fn describe(
                         .with_error_message(Some(s("unknown topic"))),
                 },
                 BROKER => {
-                    let defaults = TopicSettings {
-                        log: broker.config.log.clone(),
-                        min_insync_replicas: 1,
-                    };
+                    let defaults = broker.defaults();
                     result.with_configs(entries(
                         &defaults,
                         &BTreeMap::new(),
@@ -152,7 +149,7 @@ pub(crate) fn incremental_alter(
                     }
                 }
             }
-            if let Err(e) = topic_config::settings(&broker.config.log, &overrides) {
+            if let Err(e) = topic_config::settings(&broker.defaults(), &overrides) {
                 return refuse(ResponseError::InvalidConfig, e.to_string());
             }
             if request.validate_only {

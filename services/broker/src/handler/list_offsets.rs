@@ -48,22 +48,8 @@ pub(crate) fn handle(
                         EARLIEST | EARLIEST_LOCAL => answer
                             .with_offset(log.log_start_offset() as i64)
                             .with_leader_epoch(epoch),
-                        MAX_TIMESTAMP => match log.max_timestamp_offset() {
-                            Ok(Some((offset, found))) => answer
-                                .with_offset(offset as i64)
-                                .with_timestamp(found)
-                                .with_leader_epoch(epoch),
-                            Ok(None) => answer,
-                            Err(e) => answer.with_error_code(log_error_code(&e)),
-                        },
-                        ts => match log.offset_for_timestamp(ts) {
-                            Ok(Some((offset, found))) => answer
-                                .with_offset(offset as i64)
-                                .with_timestamp(found)
-                                .with_leader_epoch(epoch),
-                            Ok(None) => answer,
-                            Err(e) => answer.with_error_code(log_error_code(&e)),
-                        },
+                        MAX_TIMESTAMP => found(answer, log.max_timestamp_offset(), epoch),
+                        ts => found(answer, log.offset_for_timestamp(ts), epoch),
                     }
                 })
                 .collect();
@@ -73,4 +59,20 @@ pub(crate) fn handle(
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// The answer for a lookup that found (offset, timestamp), found nothing, or failed.
+fn found(
+    answer: ListOffsetsPartitionResponse,
+    lookup: Result<Option<(u64, i64)>, skein_log::LogError>,
+    epoch: i32,
+) -> ListOffsetsPartitionResponse {
+    match lookup {
+        Ok(Some((offset, timestamp))) => answer
+            .with_offset(offset as i64)
+            .with_timestamp(timestamp)
+            .with_leader_epoch(epoch),
+        Ok(None) => answer,
+        Err(e) => answer.with_error_code(log_error_code(&e)),
+    }
 }

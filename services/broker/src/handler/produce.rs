@@ -22,7 +22,7 @@ pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> 
             && broker
                 .topics
                 .get(&name)
-                .is_some_and(|info| broker.settings(&info).min_insync_replicas > 1);
+                .is_some_and(|info| broker.min_insync_replicas(&info) > 1);
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let mut answer = PartitionProduceResponse::default()
