@@ -19,16 +19,7 @@ fn node_modules() -> String {
     });
     let modules = format!("{dir}/node_modules");
     if !std::path::Path::new(&format!("{modules}/kafkajs")).is_dir() {
-        let setup = format!(
-            "{}/../../tests/clients/setup.sh",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let out = Command::new("bash").arg(&setup).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{setup} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::setup_clients();
     }
     modules
 }

@@ -16,17 +16,7 @@ fn python() -> String {
     if let Ok(python) = std::env::var("SKEIN_PYTHON") {
         return python;
     }
-    let setup = format!(
-        "{}/../../tests/clients/setup.sh",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let out = Command::new("bash").arg(&setup).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{setup} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    common::setup_clients()
 }
 
 fn run_client(script: &str, broker: &TestBroker, args: &[&str]) {

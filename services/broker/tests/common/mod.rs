@@ -86,3 +86,22 @@ impl Drop for TestBroker {
         self.stop();
     }
 }
+
+/// Runs `tests/clients/setup.sh`, which installs the third-party client packages (once), and
+/// returns the Python interpreter it prepared.
+pub fn setup_clients() -> String {
+    let setup = format!(
+        "{}/../../tests/clients/setup.sh",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = std::process::Command::new("bash")
+        .arg(&setup)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{setup} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
