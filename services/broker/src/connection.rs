@@ -1,11 +1,13 @@
 //! One client connection: length-prefixed frames in, responses out, in request order.
+//! A reader handles requests one after another while a writer task sends their responses.
 
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 use crate::dispatch::{self, Reply};
 use crate::Broker;
@@ -29,23 +31,52 @@ pub(crate) enum ConnectionError {
     },
 }
 
+/// Responses computed but not yet written; reading the next request does not wait for the
+/// socket to drain, and a queue of small responses goes out in one write.
+const RESPONSES_IN_FLIGHT: usize = 32;
+
 pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), ConnectionError> {
     let peer = stream
         .peer_addr()
         .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()));
+    let (read, write) = stream.into_split();
     let codec = LengthDelimitedCodec::builder()
         .length_field_length(4)
         .max_frame_length(broker.config.max_request_bytes)
         .new_codec();
-    let mut framed = Framed::new(stream, codec);
-    while let Some(frame) = framed.next().await {
-        let frame = frame.map_err(ConnectionError::Frame)?;
-        match handle_frame(frame, &broker, &peer).await? {
-            Reply::Response(bytes) => framed.send(bytes).await.map_err(ConnectionError::Frame)?,
-            Reply::None => {}
+    let mut requests = FramedRead::new(read, codec.clone());
+    let (responses, mut queued) = mpsc::channel::<Bytes>(RESPONSES_IN_FLIGHT);
+    let writer = tokio::spawn(async move {
+        let mut out = FramedWrite::new(write, codec);
+        while let Some(response) = queued.recv().await {
+            out.feed(response).await?;
+            while let Ok(response) = queued.try_recv() {
+                out.feed(response).await?;
+            }
+            SinkExt::<Bytes>::flush(&mut out).await?;
         }
+        Ok::<_, std::io::Error>(())
+    });
+    // Requests are handled one at a time, so responses leave in request order.
+    let handled = async {
+        while let Some(frame) = requests.next().await {
+            let frame = frame.map_err(ConnectionError::Frame)?;
+            if let Reply::Response(bytes) = handle_frame(frame, &broker, &peer).await? {
+                if responses.send(bytes).await.is_err() {
+                    break; // the writer failed; its error is reported below
+                }
+            }
+        }
+        Ok(())
     }
-    Ok(())
+    .await;
+    // Whatever was answered before a bad frame still reaches the client.
+    drop(responses);
+    let written = match writer.await {
+        Ok(result) => result.map_err(ConnectionError::Frame),
+        Err(e) => Err(ConnectionError::Frame(std::io::Error::other(e))),
+    };
+    handled.and(written)
 }
 
 async fn handle_frame(

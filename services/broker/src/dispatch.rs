@@ -26,10 +26,10 @@ pub(crate) enum Reply {
 
 /// Every API this broker answers, with the versions it implements.
 pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 11),
-    (ApiKey::Fetch, 4, 16),
-    (ApiKey::ListOffsets, 1, 8),
-    (ApiKey::Metadata, 0, 12),
+    (ApiKey::Produce, 3, 12),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
@@ -42,7 +42,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
     (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::InitProducerId, 0, 5),

@@ -1,6 +1,7 @@
 //! Requests built with `kafka-protocol` and sent over TCP, for what the client libraries in
 //! the other tests do not exercise: fetch sessions (KIP-227), where a full fetch opens a
-//! session and incremental ones carry only what changed, and ListOffsets' special queries.
+//! session and incremental ones carry only what changed, ListOffsets' special queries,
+//! batched OffsetFetch (v8+) and many requests pipelined on one connection.
 
 #![allow(clippy::unwrap_used)]
 
@@ -42,6 +43,14 @@ impl Client {
         request: &Req,
     ) -> Resp {
         let id = self.next_id;
+        let frame = self.frame(key, version, request);
+        self.stream.write_all(&frame).unwrap();
+        self.receive(key, version, id)
+    }
+
+    /// A length-prefixed request frame with the next correlation id.
+    fn frame<Req: Encodable>(&mut self, key: i16, version: i16, request: &Req) -> Vec<u8> {
+        let id = self.next_id;
         self.next_id += 1;
         let mut frame = BytesMut::new();
         RequestHeader::default()
@@ -51,10 +60,13 @@ impl Client {
             .encode(&mut frame, api(key).request_header_version(version))
             .unwrap();
         request.encode(&mut frame, version).unwrap();
-        self.stream
-            .write_all(&(frame.len() as i32).to_be_bytes())
-            .unwrap();
-        self.stream.write_all(&frame).unwrap();
+        let mut out = (frame.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(&frame);
+        out
+    }
+
+    /// Reads one response and checks it answers correlation id `id`.
+    fn receive<Resp: Decodable>(&mut self, key: i16, version: i16, id: i32) -> Resp {
         let mut len = [0u8; 4];
         self.stream.read_exact(&mut len).unwrap();
         let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
@@ -224,7 +236,7 @@ fn list_offsets_answers_latest_earliest_and_the_largest_timestamp() {
                 .with_partitions(vec![ListOffsetsPartition::default()
                     .with_partition_index(0)
                     .with_timestamp(timestamp)])]);
-        let response: ListOffsetsResponse = client.call(2, 8, &request);
+        let response: ListOffsetsResponse = client.call(2, 10, &request);
         let p = &response.topics[0].partitions[0];
         assert_eq!(p.error_code, 0);
         (p.offset, p.timestamp)
@@ -232,6 +244,7 @@ fn list_offsets_answers_latest_earliest_and_the_largest_timestamp() {
     assert_eq!(query(-1).0, 5, "latest");
     assert_eq!(query(-2).0, 0, "earliest");
     assert_eq!(query(-4).0, 0, "earliest local");
+    assert_eq!(query(-5), (-1, -1), "latest tiered: nothing is tiered");
     assert_eq!(
         query(-3),
         (1, 1_700_000_000_090),
@@ -256,7 +269,7 @@ fn fetch_v13_names_topics_by_id() {
         .unwrap();
     let mut client = Client::connect(&broker);
     client.produce("sessions", 0, "by-id");
-    let response = client.fetch_as(16, Some(info.id), 0, -1, &[(0, 0)]);
+    let response = client.fetch_as(17, Some(info.id), 0, -1, &[(0, 0)]);
     assert_eq!(response.responses.len(), 1);
     assert_eq!(response.responses[0].topic_id, info.id);
     assert!(
@@ -269,4 +282,158 @@ fn fetch_v13_names_topics_by_id() {
         unknown.responses[0].partitions[0].error_code, 100,
         "UNKNOWN_TOPIC_ID"
     );
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, MetadataRequest};
+    use kafka_protocol::messages::{ListOffsetsResponse, MetadataResponse};
+
+    let broker = TestBroker::start();
+    broker
+        .broker
+        .as_ref()
+        .unwrap()
+        .topics
+        .create("sessions", 1)
+        .unwrap();
+    let mut client = Client::connect(&broker);
+    // Twenty requests of three kinds in one write, then the answers.
+    let mut frames = Vec::new();
+    let mut sent = Vec::new();
+    for i in 0..20 {
+        let id = client.next_id;
+        match i % 3 {
+            0 => {
+                frames.extend(client.frame(18, 3, &ApiVersionsRequest::default()));
+                sent.push((18, 3, id));
+            }
+            1 => {
+                frames.extend(client.frame(3, 13, &MetadataRequest::default().with_topics(None)));
+                sent.push((3, 13, id));
+            }
+            _ => {
+                let request = kafka_protocol::messages::ListOffsetsRequest::default()
+                    .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+                    .with_topics(vec![
+                        kafka_protocol::messages::list_offsets_request::ListOffsetsTopic::default()
+                            .with_name(name("sessions"))
+                            .with_partitions(vec![kafka_protocol::messages::list_offsets_request::ListOffsetsPartition::default()
+                                .with_partition_index(0)
+                                .with_timestamp(-1)]),
+                    ]);
+                frames.extend(client.frame(2, 9, &request));
+                sent.push((2, 9, id));
+            }
+        }
+    }
+    client.stream.write_all(&frames).unwrap();
+    for (key, version, id) in sent {
+        match key {
+            18 => {
+                let r: ApiVersionsResponse = client.receive(key, version, id);
+                assert_eq!(r.error_code, 0);
+            }
+            3 => {
+                let r: MetadataResponse = client.receive(key, version, id);
+                assert_eq!(r.error_code, 0, "v13 carries a top-level error code");
+                assert!(r
+                    .topics
+                    .iter()
+                    .any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "sessions")));
+            }
+            _ => {
+                let r: ListOffsetsResponse = client.receive(key, version, id);
+                assert_eq!(r.topics[0].partitions[0].offset, 0);
+            }
+        }
+    }
+}
+
+/// A group and its committed (topic, partition, offset)s.
+type GroupOffsets = (String, Vec<(String, i32, i64)>);
+
+#[test]
+fn offset_fetch_v8_answers_several_groups_at_once() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+    };
+    use kafka_protocol::messages::{
+        GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    };
+
+    let broker = TestBroker::start();
+    broker
+        .broker
+        .as_ref()
+        .unwrap()
+        .topics
+        .create("sessions", 2)
+        .unwrap();
+    let mut client = Client::connect(&broker);
+    let group = |g: &str| GroupId(StrBytes::from_string(g.to_owned()));
+    // Standalone commits (no generation), as a consumer with manual assignment makes them.
+    for (g, offset) in [("alpha", 11), ("beta", 22)] {
+        let request = OffsetCommitRequest::default()
+            .with_group_id(group(g))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(name("sessions"))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(1)
+                    .with_committed_offset(offset)])]);
+        let response: OffsetCommitResponse = client.call(8, 9, &request);
+        assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    }
+    let request = OffsetFetchRequest::default().with_groups(vec![
+        OffsetFetchRequestGroup::default()
+            .with_group_id(group("alpha"))
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(name("sessions"))
+                .with_partition_indexes(vec![0, 1])])),
+        OffsetFetchRequestGroup::default()
+            .with_group_id(group("beta"))
+            .with_topics(None),
+        OffsetFetchRequestGroup::default()
+            .with_group_id(group("nobody"))
+            .with_topics(None),
+    ]);
+    for version in [8, 9] {
+        let response: OffsetFetchResponse = client.call(9, version, &request);
+        let groups: Vec<GroupOffsets> = response
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    g.group_id.0.to_string(),
+                    g.topics
+                        .iter()
+                        .flat_map(|t| {
+                            t.partitions.iter().map(|p| {
+                                (t.name.0.to_string(), p.partition_index, p.committed_offset)
+                            })
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            vec![
+                (
+                    "alpha".to_owned(),
+                    vec![
+                        ("sessions".to_owned(), 0, -1),
+                        ("sessions".to_owned(), 1, 11)
+                    ]
+                ),
+                ("beta".to_owned(), vec![("sessions".to_owned(), 1, 22)]),
+                ("nobody".to_owned(), vec![]),
+            ],
+            "v{version}"
+        );
+    }
 }

@@ -16,7 +16,8 @@ use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
     BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
@@ -284,63 +285,134 @@ pub(crate) fn offset_commit(
     )
 }
 
+/// OffsetFetch: one group per request before v8, any number of groups from v8 on.
 pub(crate) fn offset_fetch(
     broker: &Broker,
     request: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
-    let group = request.group_id.0.as_str();
-    let entry = |partition: i32, committed: Option<Committed>| {
-        let answer = OffsetFetchResponsePartition::default().with_partition_index(partition);
-        let answer = match &committed {
-            Some(c) => answer
-                .with_committed_offset(c.offset)
-                .with_metadata(Some(s(&c.metadata))),
-            None => answer.with_committed_offset(-1).with_metadata(Some(s(""))),
-        };
-        if version >= 5 {
-            answer.with_committed_leader_epoch(committed.map_or(-1, |c| c.leader_epoch))
-        } else {
-            answer
-        }
-    };
-    let topics: Vec<OffsetFetchResponseTopic> = match request.topics {
-        Some(topics) => topics
+    if version < 8 {
+        let topics = committed_offsets(
+            broker,
+            request.group_id.0.as_str(),
+            request.topics.map(|topics| {
+                topics
+                    .into_iter()
+                    .map(|t| (t.name, t.partition_indexes))
+                    .collect()
+            }),
+        );
+        let topics = topics
             .into_iter()
-            .map(|t| {
-                let name = t.name.0.as_str().to_owned();
+            .map(|(name, partitions)| {
                 OffsetFetchResponseTopic::default()
+                    .with_name(name)
                     .with_partitions(
-                        t.partition_indexes
-                            .iter()
-                            .map(|p| entry(*p, broker.offsets.get(group, &name, *p)))
+                        partitions
+                            .into_iter()
+                            .map(|(partition, committed)| {
+                                let (offset, epoch, metadata) = committed_fields(committed);
+                                let answer = OffsetFetchResponsePartition::default()
+                                    .with_partition_index(partition)
+                                    .with_committed_offset(offset)
+                                    .with_metadata(Some(metadata));
+                                if version >= 5 {
+                                    answer.with_committed_leader_epoch(epoch)
+                                } else {
+                                    answer
+                                }
+                            })
                             .collect(),
                     )
-                    .with_name(t.name)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_topics(topics);
+    }
+    let groups = request
+        .groups
+        .into_iter()
+        .map(|group| {
+            let topics = committed_offsets(
+                broker,
+                group.group_id.0.as_str(),
+                group.topics.map(|topics| {
+                    topics
+                        .into_iter()
+                        .map(|t| (t.name, t.partition_indexes))
+                        .collect()
+                }),
+            );
+            let topics = topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    OffsetFetchResponseTopics::default()
+                        .with_name(name)
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|(partition, committed)| {
+                                    let (offset, epoch, metadata) = committed_fields(committed);
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(partition)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(Some(metadata))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            OffsetFetchResponseGroup::default()
+                .with_group_id(group.group_id)
+                .with_topics(topics)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// A group's committed offsets for the asked partitions (`None`: every partition it has
+/// committed), by topic.
+type CommittedByTopic = Vec<(TopicName, Vec<(i32, Option<Committed>)>)>;
+
+fn committed_offsets(
+    broker: &Broker,
+    group: &str,
+    asked: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> CommittedByTopic {
+    match asked {
+        Some(topics) => topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                let committed = partitions
+                    .into_iter()
+                    .map(|p| (p, broker.offsets.get(group, name.0.as_str(), p)))
+                    .collect();
+                (name, committed)
             })
             .collect(),
         None => {
-            let mut by_topic: std::collections::BTreeMap<
-                String,
-                Vec<OffsetFetchResponsePartition>,
-            > = std::collections::BTreeMap::new();
+            let mut by_topic: std::collections::BTreeMap<String, Vec<(i32, Option<Committed>)>> =
+                std::collections::BTreeMap::new();
             for (topic, partition, committed) in broker.offsets.all(group) {
                 by_topic
                     .entry(topic)
                     .or_default()
-                    .push(entry(partition, Some(committed)));
+                    .push((partition, Some(committed)));
             }
             by_topic
                 .into_iter()
-                .map(|(topic, partitions)| {
-                    OffsetFetchResponseTopic::default()
-                        .with_name(TopicName(s(&topic)))
-                        .with_partitions(partitions)
-                })
+                .map(|(topic, partitions)| (TopicName(s(&topic)), partitions))
                 .collect()
         }
-    };
-    OffsetFetchResponse::default().with_topics(topics)
+    }
+}
+
+/// (offset, leader epoch, metadata) as OffsetFetch reports them; -1 for no commit.
+fn committed_fields(committed: Option<Committed>) -> (i64, i32, StrBytes) {
+    match committed {
+        Some(c) => (c.offset, c.leader_epoch, s(&c.metadata)),
+        None => (-1, -1, s("")),
+    }
 }
 
 pub(crate) fn list_groups(broker: &Broker, version: i16) -> ListGroupsResponse {

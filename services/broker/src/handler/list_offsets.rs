@@ -1,6 +1,7 @@
 //! ListOffsets: earliest (-2), latest (-1), the record with the largest timestamp (-3, v7+),
-//! the earliest local offset (-4, v8+: the log start, since every segment is local) or the
-//! first offset at or after a timestamp.
+//! the earliest local offset (-4, v8+: the log start, since every segment is local), the
+//! latest tiered offset (-5, v9+: none, -1) or the first offset at or after a timestamp.
+//! The v10 timeout is moot: a single broker answers at once.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -15,6 +16,8 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
+/// v9+: the newest offset in tiered storage; nothing is tiered, so there is none.
+const LATEST_TIERED: i64 = -5;
 
 pub(crate) fn handle(
     broker: &Broker,
@@ -48,6 +51,7 @@ pub(crate) fn handle(
                         EARLIEST | EARLIEST_LOCAL => answer
                             .with_offset(log.log_start_offset() as i64)
                             .with_leader_epoch(epoch),
+                        LATEST_TIERED => answer,
                         MAX_TIMESTAMP => found(answer, log.max_timestamp_offset(), epoch),
                         ts => found(answer, log.offset_for_timestamp(ts), epoch),
                     }
