@@ -34,6 +34,14 @@ expect_error(admin.create_topics([NewTopic("rf3", 1, 3)])["rf3"], KafkaError.INV
 admin.create_partitions([NewPartitions(TOPIC, 4)])[TOPIC].result(10)
 assert len(admin.list_topics(timeout=10).topics[TOPIC].partitions) == 4
 expect_error(admin.create_partitions([NewPartitions(TOPIC, 2)])[TOPIC], KafkaError.INVALID_PARTITIONS)
+# Manual assignments are accepted when they name this (only) broker.
+admin.create_topics([NewTopic("assigned", 1, 1)])["assigned"].result(10)
+admin.create_partitions([NewPartitions("assigned", 3, replica_assignment=[[0], [0]])])["assigned"].result(10)
+assert len(admin.list_topics(timeout=10).topics["assigned"].partitions) == 3
+expect_error(
+    admin.create_partitions([NewPartitions("assigned", 4, replica_assignment=[[7]])])["assigned"],
+    KafkaError.INVALID_REPLICA_ASSIGNMENT,
+)
 
 sent = {}  # partition -> [(key, value)] in offset order
 for codec in ["gzip", "snappy", "lz4", "zstd", "none"]:

@@ -593,7 +593,10 @@ impl Coordinator {
         if generation != group.generation {
             return Err(ResponseError::IllegalGeneration);
         }
-        if group.state == GroupState::PreparingRebalance {
+        // Members of the current generation may still commit while the group prepares a
+        // rebalance (consumers commit what they processed before rejoining); between the
+        // join and the sync the generation's assignment is not known yet.
+        if group.state == GroupState::CompletingRebalance {
             return Err(ResponseError::RebalanceInProgress);
         }
         Ok(())
@@ -652,5 +655,67 @@ impl Coordinator {
             group.protocol.clone().unwrap_or_default(),
             group.members.values().cloned().collect(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn join(group: &str, member: &str) -> JoinRequest {
+        JoinRequest {
+            group_id: group.to_owned(),
+            member_id: member.to_owned(),
+            instance_id: None,
+            client_id: "test".to_owned(),
+            client_host: "/127.0.0.1".to_owned(),
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(10),
+            protocol_type: "consumer".to_owned(),
+            protocols: vec![("range".to_owned(), Bytes::new())],
+            requires_known_member_id: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn members_commit_while_a_rebalance_is_prepared_but_not_while_it_completes() {
+        let coordinator = Arc::new(Coordinator::new(Duration::ZERO));
+        let first = coordinator.join(join("g", "")).await;
+        assert_eq!(first.error, None);
+        let a = first.member_id.clone();
+        coordinator
+            .sync("g", &a, first.generation, vec![(a.clone(), Bytes::new())])
+            .await
+            .unwrap();
+        assert_eq!(coordinator.check_commit("g", &a, first.generation), Ok(()));
+
+        // A second member asks to join: the group prepares a rebalance and waits for `a`.
+        let joining = {
+            let coordinator = Arc::clone(&coordinator);
+            tokio::spawn(async move { coordinator.join(join("g", "")).await })
+        };
+        while coordinator.describe("g").unwrap().0 != GroupState::PreparingRebalance {
+            tokio::task::yield_now().await;
+        }
+        // `a` commits what it processed before rejoining (Kafka accepts this).
+        assert_eq!(coordinator.check_commit("g", &a, first.generation), Ok(()));
+
+        // `a` rejoins; until the new generation's sync, commits wait for the assignment.
+        let rejoined = coordinator.join(join("g", &a)).await;
+        let b = joining.await.unwrap();
+        assert_eq!(rejoined.generation, first.generation + 1);
+        assert_eq!(b.generation, rejoined.generation);
+        assert_eq!(
+            coordinator.check_commit("g", &a, rejoined.generation),
+            Err(ResponseError::RebalanceInProgress)
+        );
+        assert_eq!(
+            coordinator.check_commit("g", &a, first.generation),
+            Err(ResponseError::IllegalGeneration)
+        );
     }
 }

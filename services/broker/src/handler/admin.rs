@@ -186,12 +186,22 @@ pub(crate) fn create_partitions(
         .into_iter()
         .map(|topic| {
             let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-            if topic.assignments.is_some() {
-                return result
-                    .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(StrBytes::from_static_str(
-                        "manual replica assignments are not supported",
-                    )));
+            let existing = broker.topics.get(topic.name.0.as_str());
+            if let (Some(assignments), Some(existing)) = (&topic.assignments, existing) {
+                // One broker: an assignment may only place each new partition on this node.
+                let node = kafka_protocol::messages::BrokerId(broker.config.node_id);
+                let current = existing.partitions;
+                let here = assignments.iter().all(|a| a.broker_ids == [node]);
+                if !here || assignments.len() as i64 != i64::from(topic.count) - i64::from(current)
+                {
+                    return result
+                        .with_error_code(ResponseError::InvalidReplicaAssignment.code())
+                        .with_error_message(Some(StrBytes::from_string(format!(
+                            "expected one assignment of [{}] per new partition ({} new)",
+                            node.0,
+                            i64::from(topic.count) - i64::from(current)
+                        ))));
+                }
             }
             match broker.topics.add_partitions(
                 topic.name.0.as_str(),
