@@ -1,0 +1,28 @@
+//! `skein-bench`: Kafka workloads driven by librdkafka against Skein, each figure printed
+//! beside references measured in the same run (loopback TCP, the log engine's raw append
+//! rate, and optionally Tansu on another port).
+//!
+//! A separate binary so that the `skein` product binary does not link librdkafka.
+
+use clap::{Parser, Subcommand};
+
+use skein_bench::{run, BrokerArgs};
+
+#[derive(Debug, Parser)]
+#[command(name = "skein-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Produce and consume throughput, end-to-end latency and group assignment time
+    Broker(BrokerArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Broker(args) => run(&args),
+    }
+}

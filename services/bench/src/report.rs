@@ -1,0 +1,191 @@
+//! The figures of one run, printed with the ratios the targets are stated in.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::workload::{GroupSpec, Latency, ProduceSpec, Throughput};
+
+/// Everything one `skein-bench broker` run measured.
+#[derive(Debug)]
+pub struct Report {
+    pub loopback: Throughput,
+    /// (record bytes, the log engine appending them).
+    pub raw_append: Vec<(usize, Throughput)>,
+    pub produced: Vec<(&'static str, ProduceSpec, Throughput)>,
+    pub consumed: Vec<(&'static str, ProduceSpec, Throughput)>,
+    pub latencies: Vec<(&'static str, Latency)>,
+    pub groups: Vec<(&'static str, GroupSpec, Vec<Duration>)>,
+}
+
+impl Report {
+    pub(crate) fn new(loopback: Throughput, raw_append: Vec<(usize, Throughput)>) -> Self {
+        Self {
+            loopback,
+            raw_append,
+            produced: Vec::new(),
+            consumed: Vec::new(),
+            latencies: Vec::new(),
+            groups: Vec::new(),
+        }
+    }
+
+    pub(crate) fn produce(&mut self, broker: &'static str, spec: &ProduceSpec, t: Throughput) {
+        self.produced.push((broker, *spec, t));
+    }
+
+    pub(crate) fn consume(&mut self, broker: &'static str, spec: &ProduceSpec, t: Throughput) {
+        self.consumed.push((broker, *spec, t));
+    }
+
+    pub(crate) fn latency(&mut self, broker: &'static str, latency: Latency) {
+        self.latencies.push((broker, latency));
+    }
+
+    pub(crate) fn group(&mut self, broker: &'static str, spec: GroupSpec, times: Vec<Duration>) {
+        self.groups.push((broker, spec, times));
+    }
+
+    fn brokers(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::new();
+        for (name, _, _) in &self.produced {
+            if !names.contains(name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    fn raw_append_for(&self, record_bytes: usize) -> Option<&Throughput> {
+        self.raw_append
+            .iter()
+            .find(|(bytes, _)| *bytes == record_bytes)
+            .map(|(_, t)| t)
+    }
+}
+
+fn find<'a>(
+    rows: &'a [(&'static str, ProduceSpec, Throughput)],
+    broker: &str,
+    spec: &ProduceSpec,
+) -> Option<&'a Throughput> {
+    rows.iter()
+        .find(|(name, s, _)| *name == broker && s == spec)
+        .map(|(_, _, t)| t)
+}
+
+fn ratio(a: Option<&Throughput>, b: Option<&Throughput>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}", a.mib_per_sec() / b.mib_per_sec()),
+        _ => "-".to_owned(),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let brokers = self.brokers();
+        let other = brokers.iter().copied().find(|b| *b != "skein");
+        writeln!(f, "references (same run)")?;
+        writeln!(
+            f,
+            "  loopback TCP, one connection      {:>9.1} MiB/s",
+            self.loopback.mib_per_sec()
+        )?;
+        for (bytes, t) in &self.raw_append {
+            writeln!(
+                f,
+                "  log engine append, {bytes:>4} B records {:>8.1} MiB/s {:>11.0} records/s",
+                t.mib_per_sec(),
+                t.records_per_sec()
+            )?;
+        }
+        writeln!(f)?;
+        let other_header = other.map_or(String::new(), |o| {
+            format!(" {o:>22} {:>12}", format!("skein/{o}"))
+        });
+        writeln!(
+            f,
+            "produce (record values)  {:>22}{other_header} {:>16}",
+            "skein", "skein/raw append"
+        )?;
+        let mut specs: Vec<&ProduceSpec> = Vec::new();
+        for (_, spec, _) in &self.produced {
+            if !specs.contains(&spec) {
+                specs.push(spec);
+            }
+        }
+        let cell = |t: Option<&Throughput>| {
+            t.map_or("-".to_owned(), |t| {
+                format!("{:.1} MiB/s {:.0}/s", t.mib_per_sec(), t.records_per_sec())
+            })
+        };
+        for spec in &specs {
+            let skein = find(&self.produced, "skein", spec);
+            let other_cells = other.map_or(String::new(), |o| {
+                let theirs = find(&self.produced, o, spec);
+                format!(" {:>22} {:>12}", cell(theirs), ratio(skein, theirs))
+            });
+            writeln!(
+                f,
+                "  {:<22} {:>22}{other_cells} {:>16}",
+                spec.to_string(),
+                cell(skein),
+                ratio(skein, self.raw_append_for(spec.record_bytes))
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "consume from the start  {:>23}{other_header} {:>16}",
+            "skein", "skein/loopback"
+        )?;
+        for spec in specs.iter().filter(|s| s.consumed()) {
+            let skein = find(&self.consumed, "skein", spec);
+            let other_cells = other.map_or(String::new(), |o| {
+                let theirs = find(&self.consumed, o, spec);
+                format!(" {:>22} {:>12}", cell(theirs), ratio(skein, theirs))
+            });
+            writeln!(
+                f,
+                "  {:<22} {:>22}{other_cells} {:>16}",
+                format!("{} B x{}p", spec.record_bytes, spec.partitions),
+                cell(skein),
+                ratio(skein, Some(&self.loopback))
+            )?;
+        }
+        writeln!(f)?;
+        for (broker, l) in &self.latencies {
+            writeln!(
+                f,
+                "latency {broker:<6} {} records/s of {} B, acks=1, {} samples: p50 {}  p99 {}  p999 {}  max {}",
+                l.spec.rate,
+                l.spec.record_bytes,
+                l.samples,
+                ms(l.p50),
+                ms(l.p99),
+                ms(l.p999),
+                ms(l.max)
+            )?;
+        }
+        writeln!(f)?;
+        for (broker, spec, times) in &self.groups {
+            let mut sorted = times.clone();
+            sorted.sort();
+            let median = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
+            let max = sorted.last().copied().unwrap_or_default();
+            writeln!(
+                f,
+                "group of two {broker:<6} {} partitions, heartbeat.interval.ms={}: median {} max {} over {} groups",
+                spec.partitions,
+                spec.heartbeat_ms,
+                ms(median),
+                ms(max),
+                times.len()
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! librdkafka workloads, each against one broker's bootstrap address.
+
+mod consume;
+mod group;
+mod latency;
+mod produce;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::ClientConfig;
+
+pub use consume::consume;
+pub use group::{group_assignment, GroupSpec};
+pub use latency::{latency, Latency, LatencySpec};
+pub use produce::{produce, ProduceSpec};
+
+/// Records and payload bytes moved in a time.
+#[derive(Debug, Clone, Copy)]
+pub struct Throughput {
+    pub records: u64,
+    /// Record values only: what the application asked to move.
+    pub bytes: u64,
+    pub elapsed: Duration,
+}
+
+impl Throughput {
+    pub fn mib_per_sec(&self) -> f64 {
+        self.bytes as f64 / (1024.0 * 1024.0) / self.elapsed.as_secs_f64()
+    }
+
+    pub fn records_per_sec(&self) -> f64 {
+        self.records as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Incompressible record bytes (none of the runs compress, but nothing should flatter them).
+pub(crate) fn payload(len: usize) -> Vec<u8> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+/// A client configuration for `bootstrap` with the settings every workload shares.
+pub(crate) fn client_config(bootstrap: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("broker.address.family", "v4");
+    config
+}
+
+/// Creates `topic` with `partitions` partitions and waits until a client sees all of them.
+pub(crate) fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Result<()> {
+    let admin: AdminClient<DefaultClientContext> = client_config(bootstrap).create()?;
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let results = futures::executor::block_on(admin.create_topics([&new], &options))?;
+    for result in results {
+        result.map_err(|(name, code)| anyhow::anyhow!("creating topic {name}: {code}"))?;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let metadata = admin
+            .inner()
+            .fetch_metadata(Some(topic), Duration::from_secs(5))
+            .with_context(|| format!("metadata for {topic}"))?;
+        let seen = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none())
+            .map_or(0, |t| t.partitions().len());
+        if seen == partitions as usize {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "{topic} shows {seen} of {partitions} partitions after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

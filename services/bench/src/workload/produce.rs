@@ -1,0 +1,163 @@
+//! Producer throughput: a fixed number of records as fast as librdkafka sends them.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::util::Timeout;
+use rdkafka::ClientContext;
+
+use super::{client_config, create_topic, payload, Throughput};
+
+/// One produce run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceSpec {
+    /// `acks`: 1 or -1 (all).
+    pub acks: i16,
+    pub record_bytes: usize,
+    pub partitions: i32,
+    pub records: u64,
+}
+
+impl ProduceSpec {
+    /// acks=1 and all, 1 KiB and 100 B records, 1 and 16 partitions, about `bytes` each.
+    pub fn matrix(bytes: u64) -> Vec<Self> {
+        let mut specs = Vec::new();
+        for record_bytes in [1024usize, 100] {
+            for partitions in [1, 16] {
+                for acks in [1, -1] {
+                    specs.push(Self {
+                        acks,
+                        record_bytes,
+                        partitions,
+                        records: (bytes / record_bytes as u64).max(1),
+                    });
+                }
+            }
+        }
+        specs
+    }
+
+    /// A topic name unique to this run.
+    pub fn topic(&self) -> String {
+        format!(
+            "bench-{}b-{}p-acks{}",
+            self.record_bytes,
+            self.partitions,
+            if self.acks < 0 {
+                "all".to_owned()
+            } else {
+                self.acks.to_string()
+            }
+        )
+    }
+
+    /// Whether the consume workload reads this run's topic back (the acks=1 runs).
+    pub fn consumed(&self) -> bool {
+        self.acks == 1
+    }
+}
+
+impl fmt::Display for ProduceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let acks = if self.acks < 0 {
+            "all".to_owned()
+        } else {
+            self.acks.to_string()
+        };
+        let size = if self.record_bytes >= 1024 && self.record_bytes % 1024 == 0 {
+            format!("{} KiB", self.record_bytes / 1024)
+        } else {
+            format!("{} B", self.record_bytes)
+        };
+        write!(f, "acks={acks} {size} x{}p", self.partitions)
+    }
+}
+
+/// Counts delivery reports.
+#[derive(Debug, Default)]
+pub(crate) struct Deliveries {
+    pub(crate) delivered: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) first_error: Mutex<Option<String>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CountingContext(pub(crate) Arc<Deliveries>);
+
+impl ClientContext for CountingContext {}
+
+impl ProducerContext for CountingContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {
+        match result {
+            Ok(_) => {
+                self.0.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((e, _)) => {
+                self.0.failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut first) = self.0.first_error.lock() {
+                    first.get_or_insert_with(|| e.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Sends `record`, waiting while librdkafka's queue is full.
+pub(crate) fn send_blocking(
+    producer: &ThreadedProducer<CountingContext>,
+    mut record: BaseRecord<'_, (), [u8]>,
+) -> anyhow::Result<()> {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err((e, _)) => bail!("send failed: {e}"),
+        }
+    }
+}
+
+/// Produces `spec.records` unkeyed records of `spec.record_bytes` to a new `topic`; the time
+/// runs from the first send to the last delivery report.
+pub fn produce(bootstrap: &str, topic: &str, spec: &ProduceSpec) -> anyhow::Result<Throughput> {
+    create_topic(bootstrap, topic, spec.partitions)?;
+    let context = CountingContext::default();
+    let deliveries = Arc::clone(&context.0);
+    let producer: ThreadedProducer<CountingContext> = client_config(bootstrap)
+        .set("acks", spec.acks.to_string())
+        .set("enable.idempotence", "false")
+        .set("linger.ms", "5")
+        .set("compression.type", "none")
+        .set("queue.buffering.max.messages", "1000000")
+        .create_with_context(context)?;
+    let value = payload(spec.record_bytes);
+    let start = Instant::now();
+    for _ in 0..spec.records {
+        send_blocking(&producer, BaseRecord::to(topic).payload(&value[..]))?;
+    }
+    producer.flush(Timeout::After(Duration::from_secs(300)))?;
+    let elapsed = start.elapsed();
+    let delivered = deliveries.delivered.load(Ordering::Relaxed);
+    let failed = deliveries.failed.load(Ordering::Relaxed);
+    if failed > 0 || delivered != spec.records {
+        let first = deliveries.first_error.lock().ok().and_then(|e| e.clone());
+        bail!(
+            "{delivered} of {} records delivered, {failed} failed (first error: {first:?})",
+            spec.records
+        );
+    }
+    Ok(Throughput {
+        records: spec.records,
+        bytes: spec.records * spec.record_bytes as u64,
+        elapsed,
+    })
+}
