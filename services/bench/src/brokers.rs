@@ -1,4 +1,5 @@
-//! The brokers under test: Skein served from this process, Tansu as a child process.
+//! The brokers under test: Skein as a child process (the `skein` binary) or served from this
+//! process, and Tansu as a child process.
 
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream};
 use std::path::Path;
@@ -80,6 +81,70 @@ impl Drop for SkeinBroker {
     }
 }
 
+/// The `skein` binary (`skein dev`) as a child process, like the broker it is compared to;
+/// killed when dropped.
+#[derive(Debug)]
+pub struct SkeinProcess {
+    port: u16,
+    child: Child,
+}
+
+impl SkeinProcess {
+    pub fn start(binary: &Path, dir: &Path) -> anyhow::Result<Self> {
+        let port = free_port()?;
+        let child = Command::new(binary)
+            .arg("dev")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--kafka-listen", &format!("127.0.0.1:{port}")])
+            .env("SKEIN_BROKER_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let mut this = Self { port, child };
+        wait_for_port(&mut this.child, port, "skein")?;
+        Ok(this)
+    }
+}
+
+impl BrokerUnderTest for SkeinProcess {
+    fn name(&self) -> &'static str {
+        "skein"
+    }
+
+    fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for SkeinProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Waits until `child` accepts connections on `port`.
+fn wait_for_port(child: &mut Child, port: u16, name: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait()? {
+            bail!("{name} exited before listening: {status}");
+        }
+        if Instant::now() > deadline {
+            bail!("{name} did not listen on port {port} within 15 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
 /// Tansu with its memory storage engine, killed when dropped.
 #[derive(Debug)]
 pub struct TansuBroker {
@@ -89,7 +154,7 @@ pub struct TansuBroker {
 
 impl TansuBroker {
     pub fn start(binary: &Path) -> anyhow::Result<Self> {
-        let port = StdListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = free_port()?;
         let url = format!("tcp://127.0.0.1:{port}");
         let child = Command::new(binary)
             .args([
@@ -106,16 +171,7 @@ impl TansuBroker {
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
         let mut this = Self { port, child };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(status) = this.child.try_wait()? {
-                bail!("tansu exited before listening: {status}");
-            }
-            if Instant::now() > deadline {
-                bail!("tansu did not listen on port {port} within 15 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for_port(&mut this.child, port, "tansu")?;
         // The port is open; let it finish starting before the first metadata request.
         std::thread::sleep(Duration::from_millis(200));
         this.child.try_wait()?;

@@ -16,13 +16,17 @@ use std::time::Duration;
 
 use clap::Args;
 
-pub use brokers::{BrokerUnderTest, SkeinBroker, TansuBroker};
+pub use brokers::{BrokerUnderTest, SkeinBroker, SkeinProcess, TansuBroker};
 pub use report::Report;
 pub use workload::{GroupSpec, LatencySpec, ProduceSpec};
 
 /// `skein-bench broker` options.
 #[derive(Debug, Clone, Args)]
 pub struct BrokerArgs {
+    /// The `skein` binary to run Skein from (default: `skein` beside this program; without
+    /// one, Skein is served from this process)
+    #[arg(long, env = "SKEIN_BENCH_SKEIN")]
+    pub skein: Option<PathBuf>,
     /// A Tansu 0.6 binary to measure beside Skein (its memory storage engine)
     #[arg(long, env = "SKEIN_BENCH_TANSU")]
     pub tansu: Option<PathBuf>,
@@ -38,9 +42,21 @@ pub struct BrokerArgs {
     /// Consumer groups of two formed per broker to time assignment
     #[arg(long, default_value_t = 5)]
     pub group_trials: u32,
+    /// Run only the workloads whose label contains this text (`x16p`, `100 B`, `acks=all`,
+    /// `latency`, `group`)
+    #[arg(long)]
+    pub only: Option<String>,
     /// Skein's data directory (default: a new temporary directory, removed afterwards)
     #[arg(long)]
     pub dir: Option<PathBuf>,
+}
+
+impl BrokerArgs {
+    fn selects(&self, label: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| label.contains(only.as_str()))
+    }
 }
 
 /// Runs every workload on every broker and prints the report.
@@ -68,15 +84,31 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
             .tempdir_in(dir)?,
         None => tempfile::Builder::new().prefix("skein-bench").tempdir()?,
     };
-    let mut brokers: Vec<Box<dyn BrokerUnderTest>> =
-        vec![Box::new(SkeinBroker::start(dir.path())?)];
+    let skein_binary = args.skein.clone().or_else(|| {
+        let beside = std::env::current_exe().ok()?.with_file_name("skein");
+        beside.is_file().then_some(beside)
+    });
+    let skein: Box<dyn BrokerUnderTest> = match skein_binary {
+        Some(binary) => {
+            eprintln!("skein: {}", binary.display());
+            Box::new(SkeinProcess::start(&binary, dir.path())?)
+        }
+        None => {
+            eprintln!("skein: served from this process (no skein binary beside this one)");
+            Box::new(SkeinBroker::start(dir.path())?)
+        }
+    };
+    let mut brokers = vec![skein];
     if let Some(tansu) = &args.tansu {
         brokers.push(Box::new(TansuBroker::start(tansu)?));
     }
     for broker in &brokers {
         let name = broker.name();
         let bootstrap = broker.bootstrap();
-        for spec in &produce_specs {
+        for spec in produce_specs
+            .iter()
+            .filter(|s| args.selects(&s.to_string()))
+        {
             eprintln!("{name}: produce {spec}");
             let topic = spec.topic();
             let produced = workload::produce(&bootstrap, &topic, spec)?;
@@ -88,18 +120,21 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
                 report.consume(name, spec, consumed);
             }
         }
-        let latency_spec = LatencySpec {
-            rate: args.rate,
-            duration: Duration::from_secs(args.latency_secs),
-            warmup: Duration::from_secs(1),
-            record_bytes: 1024,
-        };
-        eprintln!("{name}: latency at {} records/s", args.rate);
-        report.latency(
-            name,
-            workload::latency(&bootstrap, "bench-latency", &latency_spec)?,
-        );
+        if args.selects("latency") {
+            let latency_spec = LatencySpec {
+                rate: args.rate,
+                duration: Duration::from_secs(args.latency_secs),
+                warmup: Duration::from_secs(1),
+                record_bytes: 1024,
+            };
+            eprintln!("{name}: latency at {} records/s", args.rate);
+            let latency = workload::latency(&bootstrap, "bench-latency", &latency_spec)?;
+            report.latency(name, latency);
+        }
         for heartbeat_ms in GroupSpec::HEARTBEATS {
+            if !args.selects("group") {
+                break;
+            }
             eprintln!("{name}: group of two, heartbeat {heartbeat_ms} ms");
             let spec = GroupSpec {
                 partitions: 6,

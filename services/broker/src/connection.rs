@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 use crate::dispatch::{self, Reply};
 use crate::Broker;
@@ -35,6 +37,16 @@ pub(crate) enum ConnectionError {
 /// socket to drain, and a queue of small responses goes out in one write.
 const RESPONSES_IN_FLIGHT: usize = 32;
 
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// A length-prefixed response frame.
+async fn write_frame(out: &mut BufWriter<OwnedWriteHalf>, body: &[u8]) -> std::io::Result<()> {
+    let len = u32::try_from(body.len())
+        .map_err(|_| std::io::Error::other("response over 4 GiB"))?;
+    out.write_all(&len.to_be_bytes()).await?;
+    out.write_all(body).await
+}
+
 pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), ConnectionError> {
     let peer = stream
         .peer_addr()
@@ -44,16 +56,18 @@ pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), Co
         .length_field_length(4)
         .max_frame_length(broker.config.max_request_bytes)
         .new_codec();
-    let mut requests = FramedRead::new(read, codec.clone());
+    let mut requests = FramedRead::new(read, codec);
     let (responses, mut queued) = mpsc::channel::<Bytes>(RESPONSES_IN_FLIGHT);
     let writer = tokio::spawn(async move {
-        let mut out = FramedWrite::new(write, codec);
+        // Small responses gather in the buffer; one larger than it (a fetch) is written
+        // straight from its own bytes, not copied.
+        let mut out = BufWriter::with_capacity(WRITE_BUFFER, write);
         while let Some(response) = queued.recv().await {
-            out.feed(response).await?;
+            write_frame(&mut out, &response).await?;
             while let Ok(response) = queued.try_recv() {
-                out.feed(response).await?;
+                write_frame(&mut out, &response).await?;
             }
-            SinkExt::<Bytes>::flush(&mut out).await?;
+            out.flush().await?;
         }
         Ok::<_, std::io::Error>(())
     });

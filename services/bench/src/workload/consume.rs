@@ -21,6 +21,11 @@ pub fn consume(
         .set("group.id", "skein-bench-consume")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
+        // librdkafka 2.x pauses fetching for `fetch.queue.backoff.ms` (default 1000) whenever
+        // its queue passes `queued.min.messages`; a broker that answers faster than the
+        // application drains then leaves the consumer idle for most of each second. The
+        // benchmark measures the brokers, so both get a consumer that never idles.
+        .set("fetch.queue.backoff.ms", "0")
         .create()?;
     let mut assignment = TopicPartitionList::new();
     for partition in 0..partitions {
