@@ -41,8 +41,8 @@ const WRITE_BUFFER: usize = 64 * 1024;
 
 /// A length-prefixed response frame.
 async fn write_frame(out: &mut BufWriter<OwnedWriteHalf>, body: &[u8]) -> std::io::Result<()> {
-    let len = u32::try_from(body.len())
-        .map_err(|_| std::io::Error::other("response over 4 GiB"))?;
+    let len =
+        u32::try_from(body.len()).map_err(|_| std::io::Error::other("response over 4 GiB"))?;
     out.write_all(&len.to_be_bytes()).await?;
     out.write_all(body).await
 }
