@@ -81,37 +81,79 @@ impl Drop for SkeinBroker {
     }
 }
 
-/// The `skein` binary (`skein dev`) as a child process, like the broker it is compared to;
-/// killed when dropped.
+/// A broker binary run as a child process on an ephemeral port, killed when dropped: the
+/// `skein` binary (`skein dev`) or Tansu with its memory storage engine.
 #[derive(Debug)]
-pub struct SkeinProcess {
+pub struct ChildBroker {
+    name: &'static str,
     port: u16,
     child: Child,
 }
 
-impl SkeinProcess {
-    pub fn start(binary: &Path, dir: &Path) -> anyhow::Result<Self> {
+impl ChildBroker {
+    /// `skein dev` with its data in `dir` and no initial rebalance delay.
+    pub fn skein(binary: &Path, dir: &Path) -> anyhow::Result<Self> {
         let port = free_port()?;
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .arg("dev")
             .arg("--data-dir")
             .arg(dir)
             .args(["--kafka-listen", &format!("127.0.0.1:{port}")])
-            .env("SKEIN_BROKER_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
+            .env("SKEIN_BROKER_GROUP_INITIAL_REBALANCE_DELAY_MS", "0");
+        Self::spawn("skein", binary, port, command)
+    }
+
+    /// `tansu broker` keeping everything in memory.
+    pub fn tansu(binary: &Path) -> anyhow::Result<Self> {
+        let port = free_port()?;
+        let url = format!("tcp://127.0.0.1:{port}");
+        let mut command = Command::new(binary);
+        command
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/"]);
+        let this = Self::spawn("tansu", binary, port, command)?;
+        // The port opens before Tansu is ready for its first metadata request.
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(this)
+    }
+
+    fn spawn(
+        name: &'static str,
+        binary: &Path,
+        port: u16,
+        mut command: Command,
+    ) -> anyhow::Result<Self> {
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
-        let mut this = Self { port, child };
-        wait_for_port(&mut this.child, port, "skein")?;
+        let mut this = Self { name, port, child };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = this.child.try_wait()? {
+                bail!("{name} exited before listening: {status}");
+            }
+            if Instant::now() > deadline {
+                bail!("{name} did not listen on port {port} within 15 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         Ok(this)
     }
 }
 
-impl BrokerUnderTest for SkeinProcess {
+impl BrokerUnderTest for ChildBroker {
     fn name(&self) -> &'static str {
-        "skein"
+        self.name
     }
 
     fn bootstrap(&self) -> String {
@@ -119,7 +161,7 @@ impl BrokerUnderTest for SkeinProcess {
     }
 }
 
-impl Drop for SkeinProcess {
+impl Drop for ChildBroker {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -128,70 +170,4 @@ impl Drop for SkeinProcess {
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// Waits until `child` accepts connections on `port`.
-fn wait_for_port(child: &mut Child, port: u16, name: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait()? {
-            bail!("{name} exited before listening: {status}");
-        }
-        if Instant::now() > deadline {
-            bail!("{name} did not listen on port {port} within 15 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(())
-}
-
-/// Tansu with its memory storage engine, killed when dropped.
-#[derive(Debug)]
-pub struct TansuBroker {
-    port: u16,
-    child: Child,
-}
-
-impl TansuBroker {
-    pub fn start(binary: &Path) -> anyhow::Result<Self> {
-        let port = free_port()?;
-        let url = format!("tcp://127.0.0.1:{port}");
-        let child = Command::new(binary)
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", "memory://tansu/"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
-        let mut this = Self { port, child };
-        wait_for_port(&mut this.child, port, "tansu")?;
-        // The port is open; let it finish starting before the first metadata request.
-        std::thread::sleep(Duration::from_millis(200));
-        this.child.try_wait()?;
-        Ok(this)
-    }
-}
-
-impl BrokerUnderTest for TansuBroker {
-    fn name(&self) -> &'static str {
-        "tansu"
-    }
-
-    fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for TansuBroker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

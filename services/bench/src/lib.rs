@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-pub use brokers::{BrokerUnderTest, SkeinBroker, SkeinProcess, TansuBroker};
+pub use brokers::{BrokerUnderTest, ChildBroker, SkeinBroker};
 pub use report::Report;
 pub use workload::{GroupSpec, LatencySpec, ProduceSpec};
 
@@ -91,7 +91,7 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
     let skein: Box<dyn BrokerUnderTest> = match skein_binary {
         Some(binary) => {
             eprintln!("skein: {}", binary.display());
-            Box::new(SkeinProcess::start(&binary, dir.path())?)
+            Box::new(ChildBroker::skein(&binary, dir.path())?)
         }
         None => {
             eprintln!("skein: served from this process (no skein binary beside this one)");
@@ -100,7 +100,7 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
     };
     let mut brokers = vec![skein];
     if let Some(tansu) = &args.tansu {
-        brokers.push(Box::new(TansuBroker::start(tansu)?));
+        brokers.push(Box::new(ChildBroker::tansu(tansu)?));
     }
     for broker in &brokers {
         let name = broker.name();
