@@ -4,6 +4,7 @@ mod bench;
 mod config;
 mod dev;
 mod dump;
+mod migrate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +32,8 @@ enum Command {
     /// Inspect log files
     #[command(subcommand)]
     Log(LogCommand),
+    /// Apply the catalog's pending schema migrations (PostgreSQL or SQLite)
+    Migrate(migrate::MigrateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Dev(args) => dev::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Log(LogCommand::Dump { path, records }) => dump::run(&path, records),
+        Command::Migrate(args) => migrate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -225,3 +225,40 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not_a_setting"));
 }
+
+/// Runs `skein migrate` against `url` and returns its output.
+fn migrate(url: &str) -> std::process::Output {
+    Command::new(SKEIN)
+        .args(["migrate", "--database-url", url])
+        .env_remove("SKEIN_DATABASE_URL")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn migrate_creates_the_catalog_schema_once_on_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = format!("sqlite:{}", dir.path().join("catalog.db").display());
+    let server = skein_testkit::Postgres::start().unwrap();
+    let postgres = server.database("migrate").unwrap();
+    for url in [sqlite.as_str(), postgres.as_str()] {
+        for _ in 0..2 {
+            let out = migrate(url);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{url}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                stdout.contains("catalog is up to date (1 migrations)"),
+                "{stdout}"
+            );
+        }
+    }
+    assert!(dir.path().join("catalog.db").is_file());
+    // A URL it cannot use is refused with a reason.
+    let out = migrate("mysql://nope");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("postgres://"));
+}

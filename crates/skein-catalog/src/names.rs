@@ -1,0 +1,79 @@
+//! Names checked before they reach the database, with messages that say what is wrong.
+
+use crate::{CatalogError, Result};
+
+/// Tenant names: 1-63 of `a-z`, `0-9` and `-`, starting with a letter (they prefix topic and
+/// group names inside the cluster, so they stay short and unambiguous).
+pub fn validate_tenant_name(name: &str) -> Result<()> {
+    let invalid = |reason: String| CatalogError::Invalid {
+        what: "tenant name",
+        reason,
+    };
+    if name.is_empty() || name.len() > 63 {
+        return Err(invalid(format!("{name:?} must be 1 to 63 characters long")));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Err(invalid(format!(
+            "{name:?} must start with a lowercase letter"
+        )));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return Err(invalid(format!(
+            "{name:?} contains {c:?}; only a-z, 0-9 and '-' are allowed"
+        )));
+    }
+    Ok(())
+}
+
+/// Kafka's topic name rules: 1-249 of `a-zA-Z0-9._-`, and not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    let invalid = |reason: String| CatalogError::Invalid {
+        what: "topic name",
+        reason,
+    };
+    if name.is_empty() || name.len() > 249 {
+        return Err(invalid(format!(
+            "{name:?} must be 1 to 249 characters long"
+        )));
+    }
+    if name == "." || name == ".." {
+        return Err(invalid(format!("{name:?} is reserved")));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(invalid(format!(
+            "{name:?} contains {c:?}; only a-z, A-Z, 0-9, '.', '_' and '-' are allowed"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_names() {
+        for ok in ["acme", "a", "team-7", &"a".repeat(63)] {
+            assert!(validate_tenant_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "7up", "Acme", "a_b", "a.b", &"a".repeat(64), "-x"] {
+            assert!(validate_tenant_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn topic_names() {
+        for ok in ["orders", "a.b_c-D9", &"t".repeat(249)] {
+            assert!(validate_topic_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "a b", "a/b", "ü", &"t".repeat(250)] {
+            assert!(validate_topic_name(bad).is_err(), "{bad}");
+        }
+    }
+}

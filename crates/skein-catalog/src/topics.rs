@@ -1,0 +1,356 @@
+//! Topics, their config overrides and their partitions (replicas, ISR, leader and epochs).
+//!
+//! A partition changes only by compare-and-set on its `partition_epoch`, in one statement, so
+//! of two writers that read the same state exactly one wins: this is what fences a stale
+//! leader or controller.
+
+use std::collections::BTreeMap;
+
+use sqlx::Row;
+
+use crate::names::validate_topic_name;
+use crate::{new_id, now_ms, Catalog, CatalogError, Result};
+
+/// A topic as created: its partitions' replicas are given by the placement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    pub name: String,
+    /// Replicas of each partition, preferred leader first; its length is the partition count.
+    pub placement: Vec<Vec<i32>>,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// A stored topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topic {
+    pub id: String,
+    pub tenant_id: String,
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i32,
+    pub configs: BTreeMap<String, String>,
+    pub created_at: i64,
+}
+
+/// A stored partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    pub topic_id: String,
+    pub partition: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+/// A new leader and ISR for a partition, applied only if the partition is still at
+/// `expected_partition_epoch`. A leader change bumps the leader epoch; every change bumps
+/// the partition epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionUpdate {
+    pub expected_partition_epoch: i32,
+    pub leader: i32,
+    pub isr: Vec<i32>,
+}
+
+fn ids(list: &[i32]) -> String {
+    list.iter()
+        .map(i32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn parse_ids(text: &str) -> Result<Vec<i32>> {
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(',')
+        .map(|id| {
+            id.parse().map_err(|_| CatalogError::Corrupt {
+                what: "broker id list",
+                reason: text.to_owned(),
+            })
+        })
+        .collect()
+}
+
+fn int(row: &sqlx::any::AnyRow, column: &str) -> Result<i32> {
+    let value: i64 = row.try_get(column)?;
+    i32::try_from(value).map_err(|_| CatalogError::Corrupt {
+        what: "integer column",
+        reason: format!("{column} = {value}"),
+    })
+}
+
+fn partition(row: &sqlx::any::AnyRow) -> Result<Partition> {
+    Ok(Partition {
+        topic_id: row.try_get("topic_id")?,
+        partition: int(row, "partition")?,
+        replicas: parse_ids(&row.try_get::<String, _>("replicas")?)?,
+        isr: parse_ids(&row.try_get::<String, _>("isr")?)?,
+        leader: int(row, "leader")?,
+        leader_epoch: int(row, "leader_epoch")?,
+        partition_epoch: int(row, "partition_epoch")?,
+    })
+}
+
+fn validate_placement(placement: &[Vec<i32>]) -> Result<i32> {
+    let invalid = |reason: String| CatalogError::Invalid {
+        what: "partition placement",
+        reason,
+    };
+    let Some(first) = placement.first() else {
+        return Err(invalid("a topic needs at least one partition".to_owned()));
+    };
+    let replication = first.len();
+    for (p, replicas) in placement.iter().enumerate() {
+        if replicas.is_empty() || replicas.len() != replication {
+            return Err(invalid(format!(
+                "partition {p} has {} replicas; every partition needs the same number (>= 1)",
+                replicas.len()
+            )));
+        }
+        let mut sorted = replicas.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != replicas.len() {
+            return Err(invalid(format!("partition {p} names a broker twice")));
+        }
+    }
+    i32::try_from(replication).map_err(|_| invalid("too many replicas".to_owned()))
+}
+
+impl Catalog {
+    /// Creates a topic with its configs and partitions in one transaction; the first replica
+    /// of each partition leads it, with every replica in the ISR.
+    pub async fn create_topic(&self, tenant_id: &str, topic: &NewTopic) -> Result<Topic> {
+        validate_topic_name(&topic.name)?;
+        let replication_factor = validate_placement(&topic.placement)?;
+        let partitions =
+            i32::try_from(topic.placement.len()).map_err(|_| CatalogError::Invalid {
+                what: "partition count",
+                reason: format!("{} is too many", topic.placement.len()),
+            })?;
+        let created = Topic {
+            id: new_id(),
+            tenant_id: tenant_id.to_owned(),
+            name: topic.name.clone(),
+            partitions,
+            replication_factor,
+            configs: topic.configs.clone(),
+            created_at: now_ms(),
+        };
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO topics (id, tenant_id, name, partitions, replication_factor, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&created.id)
+        .bind(&created.tenant_id)
+        .bind(&created.name)
+        .bind(i64::from(partitions))
+        .bind(i64::from(replication_factor))
+        .bind(created.created_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(CatalogError::on_insert("topic", &topic.name))?;
+        for (name, value) in &topic.configs {
+            sqlx::query("INSERT INTO topic_configs (topic_id, name, value) VALUES ($1, $2, $3)")
+                .bind(&created.id)
+                .bind(name)
+                .bind(value)
+                .execute(&mut *tx)
+                .await?;
+        }
+        for (index, replicas) in topic.placement.iter().enumerate() {
+            insert_partition(&mut tx, &created.id, index, replicas).await?;
+        }
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    /// A tenant's topic by name.
+    pub async fn topic(&self, tenant_id: &str, name: &str) -> Result<Topic> {
+        let row = sqlx::query(
+            "SELECT id, tenant_id, name, partitions, replication_factor, created_at \
+             FROM topics WHERE tenant_id = $1 AND name = $2",
+        )
+        .bind(tenant_id)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Err(CatalogError::NotFound {
+                what: "topic",
+                name: name.to_owned(),
+            });
+        };
+        self.with_configs(&row).await
+    }
+
+    /// A tenant's topics in name order.
+    pub async fn topics(&self, tenant_id: &str) -> Result<Vec<Topic>> {
+        let rows = sqlx::query(
+            "SELECT id, tenant_id, name, partitions, replication_factor, created_at \
+             FROM topics WHERE tenant_id = $1 ORDER BY name",
+        )
+        .bind(tenant_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut topics = Vec::with_capacity(rows.len());
+        for row in &rows {
+            topics.push(self.with_configs(row).await?);
+        }
+        Ok(topics)
+    }
+
+    async fn with_configs(&self, row: &sqlx::any::AnyRow) -> Result<Topic> {
+        let id: String = row.try_get("id")?;
+        let configs = sqlx::query("SELECT name, value FROM topic_configs WHERE topic_id = $1")
+            .bind(&id)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|c| Ok((c.try_get("name")?, c.try_get("value")?)))
+            .collect::<Result<BTreeMap<String, String>>>()?;
+        Ok(Topic {
+            id,
+            tenant_id: row.try_get("tenant_id")?,
+            name: row.try_get("name")?,
+            partitions: int(row, "partitions")?,
+            replication_factor: int(row, "replication_factor")?,
+            configs,
+            created_at: row.try_get("created_at")?,
+        })
+    }
+
+    /// Deletes a tenant's topic, its configs and partitions.
+    pub async fn delete_topic(&self, tenant_id: &str, name: &str) -> Result<()> {
+        let deleted = sqlx::query("DELETE FROM topics WHERE tenant_id = $1 AND name = $2")
+            .bind(tenant_id)
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        if deleted.rows_affected() == 0 {
+            return Err(CatalogError::NotFound {
+                what: "topic",
+                name: name.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds partitions placed by `placement` to a topic, atomically: the count moves from
+    /// `expected_count` or nothing changes.
+    pub async fn add_partitions(
+        &self,
+        topic_id: &str,
+        expected_count: i32,
+        placement: &[Vec<i32>],
+    ) -> Result<()> {
+        validate_placement(placement)?;
+        let new_count = i64::from(expected_count) + placement.len() as i64;
+        let mut tx = self.pool.begin().await?;
+        let updated =
+            sqlx::query("UPDATE topics SET partitions = $1 WHERE id = $2 AND partitions = $3")
+                .bind(new_count)
+                .bind(topic_id)
+                .bind(i64::from(expected_count))
+                .execute(&mut *tx)
+                .await?;
+        if updated.rows_affected() != 1 {
+            return Err(CatalogError::Conflict {
+                what: "partition count",
+                expected: i64::from(expected_count),
+            });
+        }
+        let first = usize::try_from(expected_count).unwrap_or(0);
+        for (offset, replicas) in placement.iter().enumerate() {
+            insert_partition(&mut tx, topic_id, first + offset, replicas).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A topic's partitions in order.
+    pub async fn partitions(&self, topic_id: &str) -> Result<Vec<Partition>> {
+        let rows = sqlx::query(
+            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch \
+             FROM partitions WHERE topic_id = $1 ORDER BY partition",
+        )
+        .bind(topic_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(partition).collect()
+    }
+
+    /// Applies `update` if the partition is still at its expected epoch; otherwise
+    /// [`CatalogError::Conflict`] and nothing changes. Returns the partition as stored.
+    pub async fn update_partition(
+        &self,
+        topic_id: &str,
+        index: i32,
+        update: &PartitionUpdate,
+    ) -> Result<Partition> {
+        if !update.isr.contains(&update.leader) {
+            return Err(CatalogError::Invalid {
+                what: "partition update",
+                reason: format!(
+                    "leader {} is not in the ISR {:?}",
+                    update.leader, update.isr
+                ),
+            });
+        }
+        let updated = sqlx::query(
+            "UPDATE partitions SET \
+               leader_epoch = CASE WHEN leader = $1 THEN leader_epoch ELSE leader_epoch + 1 END, \
+               leader = $1, isr = $2, partition_epoch = partition_epoch + 1 \
+             WHERE topic_id = $3 AND partition = $4 AND partition_epoch = $5",
+        )
+        .bind(i64::from(update.leader))
+        .bind(ids(&update.isr))
+        .bind(topic_id)
+        .bind(i64::from(index))
+        .bind(i64::from(update.expected_partition_epoch))
+        .execute(&self.pool)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(CatalogError::Conflict {
+                what: "partition",
+                expected: i64::from(update.expected_partition_epoch),
+            });
+        }
+        let row = sqlx::query(
+            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch \
+             FROM partitions WHERE topic_id = $1 AND partition = $2",
+        )
+        .bind(topic_id)
+        .bind(i64::from(index))
+        .fetch_one(&self.pool)
+        .await?;
+        partition(&row)
+    }
+}
+
+async fn insert_partition(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    topic_id: &str,
+    index: usize,
+    replicas: &[i32],
+) -> Result<()> {
+    let leader = replicas.first().copied().unwrap_or(-1);
+    sqlx::query(
+        "INSERT INTO partitions \
+           (topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch) \
+         VALUES ($1, $2, $3, $4, $5, 0, 0)",
+    )
+    .bind(topic_id)
+    .bind(index as i64)
+    .bind(ids(replicas))
+    .bind(ids(replicas))
+    .bind(i64::from(leader))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}

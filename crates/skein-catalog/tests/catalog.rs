@@ -1,0 +1,315 @@
+//! The catalog's behaviour, run once on SQLite and once on a real PostgreSQL (`DATABASE_URL`,
+//! or a throwaway cluster started for this test).
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+
+use skein_catalog::{Backend, Catalog, CatalogError, NewTopic, PartitionUpdate, PrincipalKind};
+use skein_testkit::Postgres;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("catalog.db").display());
+    let catalog = Catalog::open(&url).await.unwrap();
+    assert_eq!(catalog.backend(), Backend::Sqlite);
+    suite(&catalog).await;
+    // Migrations are recorded: opening again applies nothing and keeps the rows.
+    catalog.close().await;
+    let reopened = Catalog::open(&url).await.unwrap();
+    assert!(reopened.tenant_by_name("acme").await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres() {
+    let server = Postgres::start().unwrap();
+    let url = server.database("catalog").unwrap();
+    let catalog = Catalog::open(&url).await.unwrap();
+    assert_eq!(catalog.backend(), Backend::Postgres);
+    suite(&catalog).await;
+    catalog.close().await;
+    let reopened = Catalog::open(&url).await.unwrap();
+    assert!(reopened.tenant_by_name("acme").await.is_ok());
+}
+
+async fn suite(catalog: &Catalog) {
+    tenants(catalog).await;
+    principals(catalog).await;
+    topics(catalog).await;
+    partition_compare_and_set(catalog).await;
+    concurrent_writers_one_wins(catalog).await;
+}
+
+async fn tenants(catalog: &Catalog) {
+    let acme = catalog.create_tenant("acme").await.unwrap();
+    assert_eq!(catalog.tenant_by_name("acme").await.unwrap(), acme);
+    assert!(matches!(
+        catalog.create_tenant("acme").await,
+        Err(CatalogError::AlreadyExists { what: "tenant", .. })
+    ));
+    assert!(matches!(
+        catalog.create_tenant("Not Valid").await,
+        Err(CatalogError::Invalid { .. })
+    ));
+    for name in ["beta", "gamma", "delta"] {
+        catalog.create_tenant(name).await.unwrap();
+    }
+    // Pages in name order.
+    let first: Vec<String> = catalog
+        .tenants(None, 2)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(first, ["acme", "beta"]);
+    let second: Vec<String> = catalog
+        .tenants(Some("beta"), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(second, ["delta", "gamma"]);
+    catalog.delete_tenant("gamma").await.unwrap();
+    assert!(matches!(
+        catalog.delete_tenant("gamma").await,
+        Err(CatalogError::NotFound { .. })
+    ));
+    assert!(matches!(
+        catalog.tenant_by_name("gamma").await,
+        Err(CatalogError::NotFound { .. })
+    ));
+}
+
+async fn principals(catalog: &Catalog) {
+    let acme = catalog.tenant_by_name("acme").await.unwrap();
+    let beta = catalog.tenant_by_name("beta").await.unwrap();
+    let alice = catalog
+        .create_principal(&acme.id, PrincipalKind::User, "alice")
+        .await
+        .unwrap();
+    catalog
+        .create_principal(&acme.id, PrincipalKind::ServiceAccount, "billing")
+        .await
+        .unwrap();
+    // The same name in another tenant is another principal.
+    catalog
+        .create_principal(&beta.id, PrincipalKind::User, "alice")
+        .await
+        .unwrap();
+    assert!(matches!(
+        catalog
+            .create_principal(&acme.id, PrincipalKind::User, "alice")
+            .await,
+        Err(CatalogError::AlreadyExists { .. })
+    ));
+    assert!(matches!(
+        catalog
+            .create_principal(&acme.id, PrincipalKind::User, "User:evil")
+            .await,
+        Err(CatalogError::Invalid { .. })
+    ));
+    let listed = catalog.principals(&acme.id).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0], alice);
+    assert_eq!(listed[1].kind, PrincipalKind::ServiceAccount);
+    catalog.delete_principal(&acme.id, "billing").await.unwrap();
+    assert_eq!(catalog.principals(&acme.id).await.unwrap().len(), 1);
+    // Deleting a tenant takes its principals with it.
+    let temp = catalog.create_tenant("temp").await.unwrap();
+    catalog
+        .create_principal(&temp.id, PrincipalKind::User, "x")
+        .await
+        .unwrap();
+    catalog.delete_tenant("temp").await.unwrap();
+    assert!(catalog.principals(&temp.id).await.unwrap().is_empty());
+}
+
+fn orders(partitions: usize) -> NewTopic {
+    NewTopic {
+        name: "orders".to_owned(),
+        placement: (0..partitions)
+            .map(|p| vec![p as i32 % 3, (p as i32 + 1) % 3])
+            .collect(),
+        configs: BTreeMap::from([("retention.ms".to_owned(), "60000".to_owned())]),
+    }
+}
+
+async fn topics(catalog: &Catalog) {
+    let acme = catalog.tenant_by_name("acme").await.unwrap();
+    let beta = catalog.tenant_by_name("beta").await.unwrap();
+    let created = catalog.create_topic(&acme.id, &orders(3)).await.unwrap();
+    assert_eq!(created.partitions, 3);
+    assert_eq!(created.replication_factor, 2);
+    // Both tenants may have an `orders`; each sees only its own.
+    let theirs = catalog.create_topic(&beta.id, &orders(1)).await.unwrap();
+    assert_ne!(theirs.id, created.id);
+    assert_eq!(catalog.topic(&acme.id, "orders").await.unwrap(), created);
+    assert_eq!(catalog.topics(&beta.id).await.unwrap(), vec![theirs]);
+    assert!(matches!(
+        catalog.create_topic(&acme.id, &orders(1)).await,
+        Err(CatalogError::AlreadyExists { what: "topic", .. })
+    ));
+    for bad in [
+        NewTopic {
+            name: "bad name".to_owned(),
+            ..orders(1)
+        },
+        orders(0),
+        NewTopic {
+            placement: vec![vec![1, 1]],
+            ..orders(1)
+        },
+        NewTopic {
+            placement: vec![vec![1, 2], vec![1]],
+            ..orders(1)
+        },
+    ] {
+        assert!(
+            matches!(
+                catalog.create_topic(&acme.id, &bad).await,
+                Err(CatalogError::Invalid { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    let partitions = catalog.partitions(&created.id).await.unwrap();
+    assert_eq!(partitions.len(), 3);
+    assert_eq!(partitions[1].replicas, [1, 2]);
+    assert_eq!(partitions[1].isr, [1, 2]);
+    assert_eq!(partitions[1].leader, 1);
+    assert_eq!(
+        (partitions[1].leader_epoch, partitions[1].partition_epoch),
+        (0, 0)
+    );
+
+    catalog
+        .add_partitions(&created.id, 3, &[vec![0, 1], vec![1, 2]])
+        .await
+        .unwrap();
+    assert_eq!(
+        catalog.topic(&acme.id, "orders").await.unwrap().partitions,
+        5
+    );
+    assert_eq!(
+        catalog.partitions(&created.id).await.unwrap()[4].partition,
+        4
+    );
+    // A stale count changes nothing.
+    assert!(matches!(
+        catalog.add_partitions(&created.id, 3, &[vec![0, 1]]).await,
+        Err(CatalogError::Conflict { .. })
+    ));
+    assert_eq!(catalog.partitions(&created.id).await.unwrap().len(), 5);
+
+    let scratch = NewTopic {
+        name: "scratch".to_owned(),
+        ..orders(2)
+    };
+    let scratch = catalog.create_topic(&acme.id, &scratch).await.unwrap();
+    catalog.delete_topic(&acme.id, "scratch").await.unwrap();
+    assert!(catalog.partitions(&scratch.id).await.unwrap().is_empty());
+    assert!(matches!(
+        catalog.topic(&acme.id, "scratch").await,
+        Err(CatalogError::NotFound { .. })
+    ));
+}
+
+async fn partition_compare_and_set(catalog: &Catalog) {
+    let acme = catalog.tenant_by_name("acme").await.unwrap();
+    let topic = catalog.topic(&acme.id, "orders").await.unwrap();
+    // Shrinking the ISR keeps the leader and its epoch; the partition epoch moves.
+    let shrunk = catalog
+        .update_partition(
+            &topic.id,
+            0,
+            &PartitionUpdate {
+                expected_partition_epoch: 0,
+                leader: 0,
+                isr: vec![0],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (shrunk.leader, shrunk.leader_epoch, shrunk.partition_epoch),
+        (0, 0, 1)
+    );
+    assert_eq!(shrunk.isr, [0]);
+    // A new leader bumps the leader epoch too.
+    let moved = catalog
+        .update_partition(
+            &topic.id,
+            0,
+            &PartitionUpdate {
+                expected_partition_epoch: 1,
+                leader: 1,
+                isr: vec![1, 0],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (moved.leader, moved.leader_epoch, moved.partition_epoch),
+        (1, 1, 2)
+    );
+    // A writer holding the old epoch is fenced.
+    assert!(matches!(
+        catalog
+            .update_partition(
+                &topic.id,
+                0,
+                &PartitionUpdate {
+                    expected_partition_epoch: 1,
+                    leader: 0,
+                    isr: vec![0],
+                },
+            )
+            .await,
+        Err(CatalogError::Conflict { expected: 1, .. })
+    ));
+    assert!(matches!(
+        catalog
+            .update_partition(
+                &topic.id,
+                0,
+                &PartitionUpdate {
+                    expected_partition_epoch: 2,
+                    leader: 7,
+                    isr: vec![0],
+                },
+            )
+            .await,
+        Err(CatalogError::Invalid { .. })
+    ));
+}
+
+async fn concurrent_writers_one_wins(catalog: &Catalog) {
+    let acme = catalog.tenant_by_name("acme").await.unwrap();
+    let topic = catalog.topic(&acme.id, "orders").await.unwrap();
+    for round in 0..10 {
+        let current = catalog.partitions(&topic.id).await.unwrap()[2].clone();
+        let write = |leader: i32| {
+            let catalog = catalog.clone();
+            let topic_id = topic.id.clone();
+            let update = PartitionUpdate {
+                expected_partition_epoch: current.partition_epoch,
+                leader,
+                isr: vec![leader],
+            };
+            tokio::spawn(async move { catalog.update_partition(&topic_id, 2, &update).await })
+        };
+        let (a, b) = (write(2), write(0));
+        let results = [a.await.unwrap(), b.await.unwrap()];
+        let won = results.iter().filter(|r| r.is_ok()).count();
+        let fenced = results
+            .iter()
+            .filter(|r| matches!(r, Err(CatalogError::Conflict { .. })))
+            .count();
+        assert_eq!((won, fenced), (1, 1), "round {round}: {results:?}");
+        let after = catalog.partitions(&topic.id).await.unwrap()[2].clone();
+        assert_eq!(after.partition_epoch, current.partition_epoch + 1);
+    }
+}
