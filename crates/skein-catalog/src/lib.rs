@@ -3,7 +3,7 @@
 //!
 //! - [`Catalog`] connects to either backend through sqlx's `Any` driver and applies the
 //!   migrations of `migrations/postgres` or `migrations/sqlite` (embedded at build time);
-//! - `tenants.rs`, `principals.rs` and `topics.rs` hold one table family each;
+//! - `tenants.rs`, `principals.rs`, `acls.rs` and `topics.rs` hold one table family each;
 //! - `names.rs` checks names before they reach the database;
 //! - [`CatalogError`] says what went wrong, with unique-key violations as
 //!   [`CatalogError::AlreadyExists`].
@@ -11,6 +11,7 @@
 //! Every integer column is 64-bit and every identifier a UUID as text, so both backends
 //! return the same values for the same rows.
 
+mod acls;
 mod error;
 mod names;
 mod principals;
@@ -24,6 +25,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
 use sqlx::AnyPool;
 
+pub use acls::AclRecord;
 pub use error::{CatalogError, Result};
 pub use names::{validate_tenant_name, validate_topic_name};
 pub use principals::{Principal, PrincipalKind};

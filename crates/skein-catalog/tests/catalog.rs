@@ -5,6 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use skein_auth::{
+    authorize, AclBinding, AclBindingFilter, Operation, PatternType, PatternTypeFilter, Permission,
+    Principal, Resource, ResourceType,
+};
 use skein_catalog::{Backend, Catalog, CatalogError, NewTopic, PartitionUpdate, PrincipalKind};
 use skein_testkit::Postgres;
 
@@ -39,6 +43,7 @@ async fn suite(catalog: &Catalog) {
     topics(catalog).await;
     partition_compare_and_set(catalog).await;
     concurrent_writers_one_wins(catalog).await;
+    acls(catalog).await;
 }
 
 async fn tenants(catalog: &Catalog) {
@@ -312,4 +317,116 @@ async fn concurrent_writers_one_wins(catalog: &Catalog) {
         let after = catalog.partitions(&topic.id).await.unwrap()[2].clone();
         assert_eq!(after.partition_epoch, current.partition_epoch + 1);
     }
+}
+
+fn binding(
+    principal: &str,
+    name: &str,
+    pattern: PatternType,
+    operation: Operation,
+    permission: Permission,
+) -> AclBinding {
+    AclBinding {
+        principal: principal.parse().unwrap(),
+        host: "*".to_owned(),
+        resource_type: ResourceType::Topic,
+        resource_name: name.to_owned(),
+        pattern_type: pattern,
+        operation,
+        permission,
+    }
+}
+
+async fn acls(catalog: &Catalog) {
+    let acme = catalog.tenant_by_name("acme").await.unwrap();
+    let beta = catalog.tenant_by_name("beta").await.unwrap();
+    let read_orders = binding(
+        "User:alice",
+        "orders",
+        PatternType::Literal,
+        Operation::Read,
+        Permission::Allow,
+    );
+    let write_prefixed = binding(
+        "User:alice",
+        "ord",
+        PatternType::Prefixed,
+        Operation::Write,
+        Permission::Allow,
+    );
+    let deny_bob = binding(
+        "User:bob",
+        "*",
+        PatternType::Literal,
+        Operation::All,
+        Permission::Deny,
+    );
+    let first = catalog.create_acl(&acme.id, &read_orders).await.unwrap();
+    assert_eq!(first.binding, read_orders);
+    // Creating the same binding again is a no-op that answers the stored record.
+    assert_eq!(
+        catalog.create_acl(&acme.id, &read_orders).await.unwrap(),
+        first
+    );
+    catalog.create_acl(&acme.id, &write_prefixed).await.unwrap();
+    catalog.create_acl(&acme.id, &deny_bob).await.unwrap();
+    catalog.create_acl(&beta.id, &read_orders).await.unwrap();
+    // Invalid bindings are refused with a reason.
+    let mut invalid = read_orders.clone();
+    invalid.pattern_type = PatternType::Prefixed;
+    invalid.resource_name = "*".to_owned();
+    assert!(matches!(
+        catalog.create_acl(&acme.id, &invalid).await,
+        Err(CatalogError::Invalid { .. })
+    ));
+
+    let all = catalog
+        .acls(&acme.id, &AclBindingFilter::ANY)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(
+        catalog
+            .acls(&beta.id, &AclBindingFilter::ANY)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // What was stored decides like what was written.
+    let bindings: Vec<AclBinding> = all.iter().map(|r| r.binding.clone()).collect();
+    let orders = Resource::new(ResourceType::Topic, "orders");
+    let alice = Principal::user("alice");
+    assert!(authorize(&bindings, &alice, "10.0.0.1", Operation::Write, &orders).is_allowed());
+    assert!(authorize(&bindings, &alice, "10.0.0.1", Operation::Describe, &orders).is_allowed());
+    assert!(!authorize(&bindings, &alice, "10.0.0.1", Operation::Delete, &orders).is_allowed());
+    // A MATCH filter selects what applies to one topic name.
+    let applying = AclBindingFilter {
+        resource_type: Some(ResourceType::Topic),
+        resource_name: Some("orders".to_owned()),
+        pattern_type: PatternTypeFilter::Match,
+        ..AclBindingFilter::ANY
+    };
+    assert_eq!(catalog.acls(&acme.id, &applying).await.unwrap().len(), 3);
+    // Deleting by filter removes exactly the selected bindings of that tenant.
+    let alice_only = AclBindingFilter {
+        principal: Some(alice.clone()),
+        ..AclBindingFilter::ANY
+    };
+    let deleted = catalog.delete_acls(&acme.id, &alice_only).await.unwrap();
+    assert_eq!(deleted.len(), 2);
+    let left = catalog
+        .acls(&acme.id, &AclBindingFilter::ANY)
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].binding, deny_bob);
+    assert_eq!(
+        catalog
+            .acls(&beta.id, &AclBindingFilter::ANY)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }

@@ -1,0 +1,132 @@
+//! ACL bindings per tenant, stored by Kafka's upper-case names and read back as
+//! [`skein_auth::AclBinding`]s; decisions are `skein_auth::authorize`'s, never SQL's.
+
+use skein_auth::{AclBinding, AclBindingFilter};
+use sqlx::Row;
+
+use crate::{new_id, Catalog, CatalogError, Result};
+
+/// A stored binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AclRecord {
+    pub id: String,
+    pub binding: AclBinding,
+}
+
+fn corrupt(column: &'static str, value: String) -> CatalogError {
+    CatalogError::Corrupt {
+        what: column,
+        reason: value,
+    }
+}
+
+fn record(row: &sqlx::any::AnyRow) -> Result<AclRecord> {
+    let text = |column: &'static str| -> Result<String> { Ok(row.try_get(column)?) };
+    let parse =
+        |column: &'static str| -> Result<(String, &'static str)> { Ok((text(column)?, column)) };
+    let (principal, c) = parse("principal")?;
+    let principal = principal.parse().map_err(|_| corrupt(c, principal))?;
+    let (resource_type, c) = parse("resource_type")?;
+    let resource_type = resource_type
+        .parse()
+        .map_err(|_| corrupt(c, resource_type))?;
+    let (pattern_type, c) = parse("pattern_type")?;
+    let pattern_type = pattern_type.parse().map_err(|_| corrupt(c, pattern_type))?;
+    let (operation, c) = parse("operation")?;
+    let operation = operation.parse().map_err(|_| corrupt(c, operation))?;
+    let (permission, c) = parse("permission")?;
+    let permission = permission.parse().map_err(|_| corrupt(c, permission))?;
+    Ok(AclRecord {
+        id: text("id")?,
+        binding: AclBinding {
+            principal,
+            host: text("host")?,
+            resource_type,
+            resource_name: text("resource_name")?,
+            pattern_type,
+            operation,
+            permission,
+        },
+    })
+}
+
+impl Catalog {
+    /// Stores a binding for a tenant, after [`AclBinding::validate`]; storing one that exists
+    /// already changes nothing (as Kafka's CreateAcls). Returns the stored record.
+    pub async fn create_acl(&self, tenant_id: &str, binding: &AclBinding) -> Result<AclRecord> {
+        binding.validate().map_err(|e| CatalogError::Invalid {
+            what: "ACL binding",
+            reason: e.to_string(),
+        })?;
+        sqlx::query(
+            "INSERT INTO acls (id, tenant_id, principal, host, resource_type, resource_name, \
+               pattern_type, operation, permission) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+        )
+        .bind(new_id())
+        .bind(tenant_id)
+        .bind(binding.principal.to_string())
+        .bind(&binding.host)
+        .bind(binding.resource_type.to_string())
+        .bind(&binding.resource_name)
+        .bind(binding.pattern_type.to_string())
+        .bind(binding.operation.to_string())
+        .bind(binding.permission.to_string())
+        .execute(&self.pool)
+        .await?;
+        let exact = AclBindingFilter {
+            principal: Some(binding.principal.clone()),
+            host: Some(binding.host.clone()),
+            resource_type: Some(binding.resource_type),
+            resource_name: Some(binding.resource_name.clone()),
+            pattern_type: binding.pattern_type.into(),
+            operation: Some(binding.operation),
+            permission: Some(binding.permission),
+        };
+        self.acls(tenant_id, &exact)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| CatalogError::NotFound {
+                what: "ACL binding",
+                name: binding.to_string(),
+            })
+    }
+
+    /// A tenant's bindings that `filter` selects.
+    pub async fn acls(&self, tenant_id: &str, filter: &AclBindingFilter) -> Result<Vec<AclRecord>> {
+        let rows = sqlx::query(
+            "SELECT id, principal, host, resource_type, resource_name, pattern_type, operation, \
+               permission FROM acls WHERE tenant_id = $1 ORDER BY resource_type, resource_name, id",
+        )
+        .bind(tenant_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut selected = Vec::new();
+        for row in &rows {
+            let record = record(row)?;
+            if filter.matches(&record.binding) {
+                selected.push(record);
+            }
+        }
+        Ok(selected)
+    }
+
+    /// Deletes a tenant's bindings that `filter` selects, in one transaction; returns them.
+    pub async fn delete_acls(
+        &self,
+        tenant_id: &str,
+        filter: &AclBindingFilter,
+    ) -> Result<Vec<AclRecord>> {
+        let selected = self.acls(tenant_id, filter).await?;
+        let mut tx = self.pool.begin().await?;
+        for record in &selected {
+            sqlx::query("DELETE FROM acls WHERE id = $1")
+                .bind(&record.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(selected)
+    }
+}
