@@ -3,7 +3,8 @@
 //!
 //! - [`Catalog`] connects to either backend through sqlx's `Any` driver and applies the
 //!   migrations of `migrations/postgres` or `migrations/sqlite` (embedded at build time);
-//! - `tenants.rs`, `principals.rs`, `acls.rs` and `topics.rs` hold one table family each;
+//! - `tenants.rs`, `principals.rs`, `api_keys.rs`, `acls.rs` and `topics.rs` hold one table
+//!   family each;
 //! - `names.rs` checks names before they reach the database;
 //! - [`CatalogError`] says what went wrong, with unique-key violations as
 //!   [`CatalogError::AlreadyExists`].
@@ -12,6 +13,7 @@
 //! return the same values for the same rows.
 
 mod acls;
+mod api_keys;
 mod error;
 mod names;
 mod principals;
@@ -26,6 +28,7 @@ use sqlx::migrate::Migrator;
 use sqlx::AnyPool;
 
 pub use acls::AclRecord;
+pub use api_keys::{ApiKey, KeyRefusal, NewApiKey};
 pub use error::{CatalogError, Result};
 pub use names::{validate_tenant_name, validate_topic_name};
 pub use principals::{Principal, PrincipalKind};

@@ -9,7 +9,9 @@ use skein_auth::{
     authorize, AclBinding, AclBindingFilter, Operation, PatternType, PatternTypeFilter, Permission,
     Principal, Resource, ResourceType,
 };
-use skein_catalog::{Backend, Catalog, CatalogError, NewTopic, PartitionUpdate, PrincipalKind};
+use skein_catalog::{
+    Backend, Catalog, CatalogError, KeyRefusal, NewTopic, PartitionUpdate, PrincipalKind,
+};
 use skein_testkit::Postgres;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,6 +46,7 @@ async fn suite(catalog: &Catalog) {
     partition_compare_and_set(catalog).await;
     concurrent_writers_one_wins(catalog).await;
     acls(catalog).await;
+    api_keys(catalog).await;
 }
 
 async fn tenants(catalog: &Catalog) {
@@ -429,4 +432,63 @@ async fn acls(catalog: &Catalog) {
             .len(),
         1
     );
+}
+
+async fn api_keys(catalog: &Catalog) {
+    let acme = catalog.tenant_by_name("acme").await.unwrap();
+    let alice = catalog
+        .principals(&acme.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name == "alice")
+        .unwrap();
+    let key = catalog.create_api_key(&alice.id).await.unwrap();
+    assert_eq!(key.secret.len(), 64);
+    let listed = catalog.api_keys(&alice.id).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].last_used_at, None);
+    assert_eq!(
+        catalog.verify_api_key(&key.id, &key.secret).await.unwrap(),
+        Ok(alice.id.clone())
+    );
+    assert!(catalog.api_keys(&alice.id).await.unwrap()[0]
+        .last_used_at
+        .is_some());
+    assert_eq!(
+        catalog
+            .verify_api_key(&key.id, "0".repeat(64).as_str())
+            .await
+            .unwrap(),
+        Err(KeyRefusal::WrongSecret)
+    );
+    assert_eq!(
+        catalog
+            .verify_api_key("no-such-key", &key.secret)
+            .await
+            .unwrap(),
+        Err(KeyRefusal::Unknown)
+    );
+    // The secret is stored only as a hash: another key's secret never matches.
+    let other = catalog.create_api_key(&alice.id).await.unwrap();
+    assert_ne!(other.secret, key.secret);
+    assert_eq!(
+        catalog
+            .verify_api_key(&key.id, &other.secret)
+            .await
+            .unwrap(),
+        Err(KeyRefusal::WrongSecret)
+    );
+    catalog.revoke_api_key(&key.id).await.unwrap();
+    assert_eq!(
+        catalog.verify_api_key(&key.id, &key.secret).await.unwrap(),
+        Err(KeyRefusal::Revoked)
+    );
+    assert!(catalog.api_keys(&alice.id).await.unwrap()[0]
+        .revoked_at
+        .is_some());
+    assert!(matches!(
+        catalog.create_api_key("no-such-principal").await,
+        Err(CatalogError::NotFound { .. })
+    ));
 }
