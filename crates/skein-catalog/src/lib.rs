@@ -3,8 +3,8 @@
 //!
 //! - [`Catalog`] connects to either backend through sqlx's `Any` driver and applies the
 //!   migrations of `migrations/postgres` or `migrations/sqlite` (embedded at build time);
-//! - `tenants.rs`, `principals.rs`, `api_keys.rs`, `acls.rs` and `topics.rs` hold one table
-//!   family each;
+//! - `tenants.rs`, `principals.rs`, `api_keys.rs`, `acls.rs`, `quotas.rs` and `topics.rs`
+//!   hold one table family each; `cluster.rs` the brokers, producer-id blocks and leases;
 //! - `names.rs` checks names before they reach the database;
 //! - [`CatalogError`] says what went wrong, with unique-key violations as
 //!   [`CatalogError::AlreadyExists`].
@@ -14,9 +14,11 @@
 
 mod acls;
 mod api_keys;
+mod cluster;
 mod error;
 mod names;
 mod principals;
+mod quotas;
 mod tenants;
 mod topics;
 
@@ -29,9 +31,11 @@ use sqlx::AnyPool;
 
 pub use acls::AclRecord;
 pub use api_keys::{ApiKey, KeyRefusal, NewApiKey};
+pub use cluster::{BrokerRegistration, Lease};
 pub use error::{CatalogError, Result};
 pub use names::{validate_tenant_name, validate_topic_name};
 pub use principals::{Principal, PrincipalKind};
+pub use quotas::{Quota, QuotaRecord};
 pub use tenants::Tenant;
 pub use topics::{NewTopic, Partition, PartitionUpdate, Topic};
 

@@ -10,7 +10,7 @@ use skein_auth::{
     Principal, Resource, ResourceType,
 };
 use skein_catalog::{
-    Backend, Catalog, CatalogError, KeyRefusal, NewTopic, PartitionUpdate, PrincipalKind,
+    Backend, Catalog, CatalogError, KeyRefusal, NewTopic, PartitionUpdate, PrincipalKind, Quota,
 };
 use skein_testkit::Postgres;
 
@@ -47,6 +47,9 @@ async fn suite(catalog: &Catalog) {
     concurrent_writers_one_wins(catalog).await;
     acls(catalog).await;
     api_keys(catalog).await;
+    quotas(catalog).await;
+    brokers_and_producer_ids(catalog).await;
+    leases(catalog).await;
 }
 
 async fn tenants(catalog: &Catalog) {
@@ -491,4 +494,158 @@ async fn api_keys(catalog: &Catalog) {
         catalog.create_api_key("no-such-principal").await,
         Err(CatalogError::NotFound { .. })
     ));
+}
+
+async fn quotas(catalog: &Catalog) {
+    let acme = catalog.tenant_by_name("acme").await.unwrap();
+    let alice = catalog.principals(&acme.id).await.unwrap()[0].clone();
+    let tenant_wide = Quota {
+        produce_bytes_per_sec: Some(10 << 20),
+        partitions: Some(100),
+        ..Quota::default()
+    };
+    catalog
+        .set_quota(&acme.id, None, &tenant_wide)
+        .await
+        .unwrap();
+    let hers = Quota {
+        fetch_bytes_per_sec: Some(1 << 20),
+        ..Quota::default()
+    };
+    catalog
+        .set_quota(&acme.id, Some(&alice.id), &hers)
+        .await
+        .unwrap();
+    // Setting again replaces.
+    let tighter = Quota {
+        produce_bytes_per_sec: Some(1 << 20),
+        ..tenant_wide
+    };
+    catalog.set_quota(&acme.id, None, &tighter).await.unwrap();
+    let listed = catalog.quotas(&acme.id).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(
+        (listed[0].principal_id.as_deref(), listed[0].quota),
+        (None, tighter)
+    );
+    assert_eq!(
+        (listed[1].principal_id.as_deref(), listed[1].quota),
+        (Some(alice.id.as_str()), hers)
+    );
+    assert!(matches!(
+        catalog
+            .set_quota(
+                &acme.id,
+                None,
+                &Quota {
+                    requests_per_sec: Some(0),
+                    ..Quota::default()
+                }
+            )
+            .await,
+        Err(CatalogError::Invalid { .. })
+    ));
+    catalog
+        .delete_quota(&acme.id, Some(&alice.id))
+        .await
+        .unwrap();
+    assert_eq!(catalog.quotas(&acme.id).await.unwrap().len(), 1);
+    assert!(matches!(
+        catalog.delete_quota(&acme.id, Some(&alice.id)).await,
+        Err(CatalogError::NotFound { .. })
+    ));
+}
+
+async fn brokers_and_producer_ids(catalog: &Catalog) {
+    let before = catalog
+        .register_broker(1, "10.0.0.1", 9092, Some("a"), "inc-1")
+        .await
+        .unwrap();
+    catalog
+        .register_broker(2, "10.0.0.2", 9092, None, "inc-1")
+        .await
+        .unwrap();
+    assert!(catalog.broker_heartbeat(1, "inc-1").await.unwrap());
+    // A restart re-registers under a new incarnation; the old one can no longer heartbeat.
+    catalog
+        .register_broker(1, "10.0.0.9", 9093, Some("a"), "inc-2")
+        .await
+        .unwrap();
+    assert!(!catalog.broker_heartbeat(1, "inc-1").await.unwrap());
+    assert!(catalog.broker_heartbeat(1, "inc-2").await.unwrap());
+    assert!(!catalog.broker_heartbeat(7, "inc-1").await.unwrap());
+    let live = catalog.live_brokers(before.registered_at).await.unwrap();
+    assert_eq!(live.iter().map(|b| b.node_id).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!((live[0].host.as_str(), live[0].port), ("10.0.0.9", 9093));
+    assert_eq!(live[1].rack, None);
+    assert!(catalog.live_brokers(i64::MAX).await.unwrap().is_empty());
+
+    // Concurrent allocations never overlap.
+    let mut tasks = Vec::new();
+    for node in 0..8 {
+        let catalog = catalog.clone();
+        tasks.push(tokio::spawn(async move {
+            catalog.allocate_producer_ids(node, 1000).await
+        }));
+    }
+    let mut firsts = Vec::new();
+    for task in tasks {
+        firsts.push(task.await.unwrap().unwrap());
+    }
+    firsts.sort_unstable();
+    assert_eq!(firsts, (0..8).map(|i| i * 1000).collect::<Vec<i64>>());
+    assert!(catalog.allocate_producer_ids(0, 0).await.is_err());
+}
+
+async fn leases(catalog: &Catalog) {
+    // Of two replicas racing for an absent lease, exactly one holds it.
+    let race = |holder: &'static str| {
+        let catalog = catalog.clone();
+        tokio::spawn(async move { catalog.acquire_lease("controller", holder, 60_000).await })
+    };
+    let (a, b) = (race("a"), race("b"));
+    let (a, b) = (a.await.unwrap().unwrap(), b.await.unwrap().unwrap());
+    assert!(a.is_some() != b.is_some(), "{a:?} {b:?}");
+    let (holder, other) = if a.is_some() { ("a", "b") } else { ("b", "a") };
+    let held = a.or(b).unwrap();
+    assert_eq!(held.epoch, 1);
+    // The holder renews within the same epoch; the other is refused while it lasts.
+    let renewed = catalog
+        .acquire_lease("controller", holder, 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(renewed.epoch, 1);
+    assert!(catalog
+        .acquire_lease("controller", other, 60_000)
+        .await
+        .unwrap()
+        .is_none());
+    // Once it lapses (here: released), the other takes it with the next epoch, and the old
+    // holder cannot renew.
+    catalog.release_lease("controller", holder).await.unwrap();
+    let taken = catalog
+        .acquire_lease("controller", other, 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((taken.holder.as_str(), taken.epoch), (other, 2));
+    assert!(catalog
+        .acquire_lease("controller", holder, 60_000)
+        .await
+        .unwrap()
+        .is_none());
+    // A lease that expires on its own is taken the same way.
+    let short = catalog
+        .acquire_lease("short", "a", 1)
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    let next = catalog
+        .acquire_lease("short", "b", 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.epoch, short.epoch + 1);
 }
