@@ -117,6 +117,25 @@ impl Catalog {
         Ok(created)
     }
 
+    /// A tenant's principal by name.
+    pub async fn principal(&self, tenant_id: &str, name: &str) -> Result<Principal> {
+        let row = sqlx::query(
+            "SELECT id, tenant_id, kind, name, created_at FROM principals \
+             WHERE tenant_id = $1 AND name = $2",
+        )
+        .bind(tenant_id)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(row) => principal(&row),
+            None => Err(CatalogError::NotFound {
+                what: "principal",
+                name: name.to_owned(),
+            }),
+        }
+    }
+
     /// A tenant's principals in name order.
     pub async fn principals(&self, tenant_id: &str) -> Result<Vec<Principal>> {
         let rows = sqlx::query(

@@ -1,0 +1,193 @@
+//! Who may call the admin API: a bearer JWT whose role claim holds the admin role (the
+//! algorithm fixed by configuration, `exp` required, `iss` and `aud` checked when set), or the
+//! bootstrap token from configuration for the first login. Missing or invalid credentials get
+//! 401; a valid token without the role gets 403.
+
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde_json::{Map, Value};
+
+use super::problem::Problem;
+use super::AdminState;
+
+/// How admin JWTs are checked.
+#[derive(Clone)]
+pub struct JwtConfig {
+    algorithm: Algorithm,
+    decoding: DecodingKey,
+    /// Present for HS256 only: lets `skein dev` issue its own admin token.
+    encoding: Option<EncodingKey>,
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+    /// The claim holding roles: an array of strings or a space-separated string.
+    pub role_claim: String,
+    pub admin_role: String,
+}
+
+impl std::fmt::Debug for JwtConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtConfig")
+            .field("algorithm", &self.algorithm)
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("role_claim", &self.role_claim)
+            .field("admin_role", &self.admin_role)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JwtConfig {
+    /// HS256 with a shared secret (development and tests).
+    pub fn hs256(secret: &[u8]) -> Self {
+        Self {
+            algorithm: Algorithm::HS256,
+            decoding: DecodingKey::from_secret(secret),
+            encoding: Some(EncodingKey::from_secret(secret)),
+            issuer: None,
+            audience: None,
+            role_claim: "roles".to_owned(),
+            admin_role: "admin".to_owned(),
+        }
+    }
+
+    /// RS256 or ES256 with the issuer's public key in PEM.
+    pub fn public_key_pem(algorithm: Algorithm, pem: &[u8]) -> Result<Self, String> {
+        let decoding = match algorithm {
+            Algorithm::RS256 => DecodingKey::from_rsa_pem(pem),
+            Algorithm::ES256 => DecodingKey::from_ec_pem(pem),
+            Algorithm::EdDSA => DecodingKey::from_ed_pem(pem),
+            other => return Err(format!("{other:?} is not an allowed algorithm")),
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(Self {
+            algorithm,
+            decoding,
+            encoding: None,
+            issuer: None,
+            audience: None,
+            role_claim: "roles".to_owned(),
+            admin_role: "admin".to_owned(),
+        })
+    }
+
+    /// A token for `subject` with the admin role, valid for `ttl_secs` (HS256 only).
+    pub fn issue_admin_token(&self, subject: &str, ttl_secs: u64) -> Option<String> {
+        let key = self.encoding.as_ref()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_secs();
+        let mut claims = Map::new();
+        claims.insert("sub".to_owned(), Value::from(subject));
+        claims.insert("exp".to_owned(), Value::from(now + ttl_secs));
+        claims.insert("iat".to_owned(), Value::from(now));
+        claims.insert(
+            self.role_claim.clone(),
+            Value::from(vec![self.admin_role.clone()]),
+        );
+        if let Some(issuer) = &self.issuer {
+            claims.insert("iss".to_owned(), Value::from(issuer.clone()));
+        }
+        if let Some(audience) = &self.audience {
+            claims.insert("aud".to_owned(), Value::from(audience.clone()));
+        }
+        encode(&Header::new(self.algorithm), &claims, key).ok()
+    }
+
+    fn validation(&self) -> Validation {
+        let mut validation = Validation::new(self.algorithm);
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        match &self.issuer {
+            Some(issuer) => validation.set_issuer(&[issuer]),
+            None => validation.iss = None,
+        }
+        match &self.audience {
+            Some(audience) => validation.set_audience(&[audience]),
+            None => validation.validate_aud = false,
+        }
+        validation
+    }
+}
+
+/// The admin API's credentials.
+#[derive(Debug, Clone, Default)]
+pub struct AdminAuth {
+    pub bootstrap_token: Option<String>,
+    pub jwt: Option<JwtConfig>,
+}
+
+/// An authenticated admin; `subject` names who, for logs.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    pub subject: String,
+}
+
+/// Equal-length comparison that takes the same time wherever the first difference is.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn has_role(claims: &Map<String, Value>, claim: &str, role: &str) -> bool {
+    match claims.get(claim) {
+        Some(Value::Array(roles)) => roles.iter().any(|r| r.as_str() == Some(role)),
+        Some(Value::String(roles)) => roles.split_whitespace().any(|r| r == role),
+        _ => false,
+    }
+}
+
+impl AdminAuth {
+    /// Checks an `Authorization` header value.
+    pub fn check(&self, authorization: Option<&str>) -> Result<Admin, Problem> {
+        let token = authorization
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                Problem::unauthorized("send an admin token as `Authorization: Bearer <token>`")
+            })?;
+        if let Some(bootstrap) = &self.bootstrap_token {
+            if same(token.as_bytes(), bootstrap.as_bytes()) {
+                return Ok(Admin {
+                    subject: "bootstrap".to_owned(),
+                });
+            }
+        }
+        let Some(jwt) = &self.jwt else {
+            return Err(Problem::unauthorized("the token is not valid"));
+        };
+        let claims = decode::<Map<String, Value>>(token, &jwt.decoding, &jwt.validation())
+            .map_err(|e| Problem::unauthorized(format!("the token is not valid: {e}")))?
+            .claims;
+        if !has_role(&claims, &jwt.role_claim, &jwt.admin_role) {
+            return Err(Problem::forbidden(format!(
+                "the token's {:?} claim does not grant the {:?} role",
+                jwt.role_claim, jwt.admin_role
+            )));
+        }
+        let subject = claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Ok(Admin { subject })
+    }
+}
+
+impl FromRequestParts<Arc<AdminState>> for Admin {
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AdminState>,
+    ) -> Result<Self, Problem> {
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        state.auth.check(header)
+    }
+}

@@ -1,0 +1,163 @@
+//! The admin REST API: tenants, principals, API keys, ACLs and quotas, under `/v1/tenants`,
+//! in the shape of Confluent's v3 API (`kind`, `metadata.self`, lists with `data` and
+//! `metadata.next`). Every call but `GET /openapi.json` needs an admin token (`auth.rs`);
+//! every error is a problem details body (`problem.rs`); request bodies refuse unknown fields
+//! and are capped at [`MAX_BODY_BYTES`]. The OpenAPI document is generated from this code
+//! ([`AdminApi`]) and committed as `openapi/admin.json`.
+
+pub mod acls;
+mod auth;
+mod extract;
+pub mod principals;
+mod problem;
+pub mod quotas;
+pub mod tenants;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{delete, get, put};
+use axum::{Json, Router};
+use serde::Serialize;
+use skein_catalog::Catalog;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+pub use auth::{Admin, AdminAuth, JwtConfig};
+pub use problem::Problem;
+
+/// The largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// What every admin handler reaches.
+#[derive(Debug)]
+pub struct AdminState {
+    pub catalog: Catalog,
+    pub auth: AdminAuth,
+}
+
+/// Where a resource lives.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResourceMetadata {
+    /// This resource's URL path.
+    #[serde(rename = "self")]
+    pub self_path: String,
+}
+
+/// A list page's links.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListMetadata {
+    /// This page's URL path.
+    #[serde(rename = "self")]
+    pub self_path: String,
+    /// The next page's URL path, when there is one.
+    pub next: Option<String>,
+}
+
+/// The admin API's OpenAPI document.
+#[derive(Debug, OpenApi)]
+#[openapi(
+    info(title = "Skein admin API", description = "Tenants, principals, API keys, ACLs and quotas."),
+    paths(
+        tenants::list,
+        tenants::create,
+        tenants::get,
+        tenants::delete,
+        principals::list,
+        principals::create,
+        principals::delete,
+        principals::list_keys,
+        principals::create_key,
+        principals::revoke_key,
+        acls::list,
+        acls::create,
+        acls::delete,
+        quotas::list,
+        quotas::set_tenant,
+        quotas::delete_tenant,
+        quotas::set_principal,
+        quotas::delete_principal,
+    ),
+    components(schemas(Problem, ResourceMetadata, ListMetadata)),
+    modifiers(&BearerAuth),
+    security(("admin_token" = []))
+)]
+pub struct AdminApi;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "admin_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some(
+                        "A JWT with the admin role, or the bootstrap token from configuration",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(AdminApi::openapi())
+}
+
+async fn no_such_endpoint() -> Problem {
+    Problem::not_found("there is no such endpoint; see /openapi.json")
+}
+
+async fn wrong_method() -> Problem {
+    Problem::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "this endpoint does not take that method; see /openapi.json",
+    )
+}
+
+/// The admin API's routes.
+pub fn admin_router(state: AdminState) -> Router {
+    let tenant = "/v1/tenants/{tenant}";
+    Router::new()
+        .route("/openapi.json", get(openapi))
+        .route("/v1/tenants", get(tenants::list).post(tenants::create))
+        .route(tenant, get(tenants::get).delete(tenants::delete))
+        .route(
+            &format!("{tenant}/principals"),
+            get(principals::list).post(principals::create),
+        )
+        .route(
+            &format!("{tenant}/principals/{{principal}}"),
+            delete(principals::delete),
+        )
+        .route(
+            &format!("{tenant}/principals/{{principal}}/api-keys"),
+            get(principals::list_keys).post(principals::create_key),
+        )
+        .route(
+            &format!("{tenant}/principals/{{principal}}/api-keys/{{key}}"),
+            delete(principals::revoke_key),
+        )
+        .route(
+            &format!("{tenant}/acls"),
+            get(acls::list).post(acls::create).delete(acls::delete),
+        )
+        .route(&format!("{tenant}/quotas"), get(quotas::list))
+        .route(
+            &format!("{tenant}/quota"),
+            put(quotas::set_tenant).delete(quotas::delete_tenant),
+        )
+        .route(
+            &format!("{tenant}/principals/{{principal}}/quota"),
+            put(quotas::set_principal).delete(quotas::delete_principal),
+        )
+        .fallback(no_such_endpoint)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(Arc::new(state))
+}

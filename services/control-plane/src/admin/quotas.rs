@@ -1,0 +1,180 @@
+//! Quotas of a tenant (`/quota`) and of its principals (`/principals/{principal}/quota`).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use skein_catalog::{Quota, QuotaRecord};
+use utoipa::ToSchema;
+
+use super::extract::ApiJson;
+use super::tenants::find;
+use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
+
+/// Limits; an absent one is unlimited. Every given limit must be positive.
+#[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaLimits {
+    pub produce_bytes_per_sec: Option<i64>,
+    pub fetch_bytes_per_sec: Option<i64>,
+    pub requests_per_sec: Option<i64>,
+    pub partitions: Option<i64>,
+}
+
+/// A quota and whom it limits.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QuotaBody {
+    /// Always `Quota`.
+    pub kind: String,
+    pub metadata: ResourceMetadata,
+    /// The principal's name; absent for the tenant-wide quota.
+    pub principal: Option<String>,
+    pub limits: QuotaLimits,
+}
+
+/// A tenant's quotas.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QuotaList {
+    /// Always `QuotaList`.
+    pub kind: String,
+    pub metadata: ListMetadata,
+    pub data: Vec<QuotaBody>,
+}
+
+fn quota(limits: &QuotaLimits) -> Quota {
+    Quota {
+        produce_bytes_per_sec: limits.produce_bytes_per_sec,
+        fetch_bytes_per_sec: limits.fetch_bytes_per_sec,
+        requests_per_sec: limits.requests_per_sec,
+        partitions: limits.partitions,
+    }
+}
+
+fn limits(quota: &Quota) -> QuotaLimits {
+    QuotaLimits {
+        produce_bytes_per_sec: quota.produce_bytes_per_sec,
+        fetch_bytes_per_sec: quota.fetch_bytes_per_sec,
+        requests_per_sec: quota.requests_per_sec,
+        partitions: quota.partitions,
+    }
+}
+
+fn body(tenant: &str, principal: Option<String>, quota: &Quota) -> QuotaBody {
+    let self_path = match &principal {
+        Some(p) => format!("/v1/tenants/{tenant}/principals/{p}/quota"),
+        None => format!("/v1/tenants/{tenant}/quota"),
+    };
+    QuotaBody {
+        kind: "Quota".to_owned(),
+        metadata: ResourceMetadata { self_path },
+        principal,
+        limits: limits(quota),
+    }
+}
+
+/// List a tenant's quotas: the tenant-wide one and each principal's.
+#[utoipa::path(get, path = "/v1/tenants/{tenant}/quotas", tag = "quotas",
+    params(("tenant" = String, Path, description = "Tenant name")),
+    responses((status = 200, body = QuotaList), (status = 404, body = Problem)))]
+pub async fn list(
+    State(state): State<Arc<AdminState>>,
+    _admin: Admin,
+    Path(tenant): Path<String>,
+) -> Result<Json<QuotaList>, Problem> {
+    let owner = find(&state, &tenant).await?;
+    let principals = state.catalog.principals(&owner.id).await?;
+    let records: Vec<QuotaRecord> = state.catalog.quotas(&owner.id).await?;
+    let data = records
+        .into_iter()
+        .map(|r| {
+            let name = r.principal_id.as_ref().map(|id| {
+                principals
+                    .iter()
+                    .find(|p| &p.id == id)
+                    .map_or_else(|| id.clone(), |p| p.name.clone())
+            });
+            body(&tenant, name, &r.quota)
+        })
+        .collect();
+    Ok(Json(QuotaList {
+        kind: "QuotaList".to_owned(),
+        metadata: ListMetadata {
+            self_path: format!("/v1/tenants/{tenant}/quotas"),
+            next: None,
+        },
+        data,
+    }))
+}
+
+/// Set (replace) the tenant-wide quota.
+#[utoipa::path(put, path = "/v1/tenants/{tenant}/quota", tag = "quotas",
+    params(("tenant" = String, Path, description = "Tenant name")), request_body = QuotaLimits,
+    responses((status = 200, body = QuotaBody), (status = 400, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
+pub async fn set_tenant(
+    State(state): State<Arc<AdminState>>,
+    admin: Admin,
+    Path(tenant): Path<String>,
+    ApiJson(request): ApiJson<QuotaLimits>,
+) -> Result<Json<QuotaBody>, Problem> {
+    let owner = find(&state, &tenant).await?;
+    let quota = quota(&request);
+    state.catalog.set_quota(&owner.id, None, &quota).await?;
+    tracing::info!(%tenant, by = %admin.subject, "set tenant quota");
+    Ok(Json(body(&tenant, None, &quota)))
+}
+
+/// Remove the tenant-wide quota.
+#[utoipa::path(delete, path = "/v1/tenants/{tenant}/quota", tag = "quotas",
+    params(("tenant" = String, Path, description = "Tenant name")),
+    responses((status = 204), (status = 404, body = Problem)))]
+pub async fn delete_tenant(
+    State(state): State<Arc<AdminState>>,
+    _admin: Admin,
+    Path(tenant): Path<String>,
+) -> Result<StatusCode, Problem> {
+    let owner = find(&state, &tenant).await?;
+    state.catalog.delete_quota(&owner.id, None).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Set (replace) a principal's quota.
+#[utoipa::path(put, path = "/v1/tenants/{tenant}/principals/{principal}/quota", tag = "quotas",
+    params(("tenant" = String, Path, description = "Tenant name"), ("principal" = String, Path, description = "Principal name")),
+    request_body = QuotaLimits,
+    responses((status = 200, body = QuotaBody), (status = 400, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
+pub async fn set_principal(
+    State(state): State<Arc<AdminState>>,
+    admin: Admin,
+    Path((tenant, principal)): Path<(String, String)>,
+    ApiJson(request): ApiJson<QuotaLimits>,
+) -> Result<Json<QuotaBody>, Problem> {
+    let owner = find(&state, &tenant).await?;
+    let holder = state.catalog.principal(&owner.id, &principal).await?;
+    let quota = quota(&request);
+    state
+        .catalog
+        .set_quota(&owner.id, Some(&holder.id), &quota)
+        .await?;
+    tracing::info!(%tenant, %principal, by = %admin.subject, "set principal quota");
+    Ok(Json(body(&tenant, Some(principal), &quota)))
+}
+
+/// Remove a principal's quota.
+#[utoipa::path(delete, path = "/v1/tenants/{tenant}/principals/{principal}/quota", tag = "quotas",
+    params(("tenant" = String, Path, description = "Tenant name"), ("principal" = String, Path, description = "Principal name")),
+    responses((status = 204), (status = 404, body = Problem)))]
+pub async fn delete_principal(
+    State(state): State<Arc<AdminState>>,
+    _admin: Admin,
+    Path((tenant, principal)): Path<(String, String)>,
+) -> Result<StatusCode, Problem> {
+    let owner = find(&state, &tenant).await?;
+    let holder = state.catalog.principal(&owner.id, &principal).await?;
+    state
+        .catalog
+        .delete_quota(&owner.id, Some(&holder.id))
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
