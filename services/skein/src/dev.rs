@@ -3,7 +3,8 @@
 //! Today that is one broker speaking the Kafka protocol over the log engine, with its data
 //! under `./skein-data`: it opens (and recovers) every partition, serves Kafka clients, runs
 //! retention, compaction and time-based flushes, and closes every log cleanly on Ctrl-C
-//! (SIGINT) or SIGTERM.
+//! (SIGINT) or SIGTERM. Beside it, the control plane's admin API runs on a SQLite catalog in
+//! the same directory, and an admin token is printed.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,6 +27,9 @@ pub(crate) struct DevArgs {
     /// A TOML configuration file (see `docs/configuration.md`)
     #[arg(long, env = "SKEIN_BROKER_CONFIG")]
     config: Option<PathBuf>,
+    /// Address the admin REST API binds (port 0 picks a free one)
+    #[arg(long, env = "SKEIN_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
+    admin_listen: SocketAddr,
     /// Seconds between retention and compaction runs
     #[arg(long, default_value_t = 30)]
     maintenance_interval_secs: u64,
@@ -65,6 +69,34 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             report.segments_recovered, report.bytes_scanned, report.bytes_truncated
         );
     }
+    let catalog_path = args.data_dir.join("catalog.db");
+    let catalog = skein_catalog::Catalog::open(&format!("sqlite:{}", catalog_path.display()))
+        .await
+        .with_context(|| format!("failed to open the catalog {}", catalog_path.display()))?;
+    let jwt = skein_control_plane::JwtConfig::hs256(&crate::control_plane::dev_signing_secret(
+        &args.data_dir,
+    )?);
+    let token = jwt
+        .issue_admin_token("skein-dev", 24 * 3600)
+        .context("failed to issue the admin token")?;
+    let admin_listener = TcpListener::bind(args.admin_listen)
+        .await
+        .with_context(|| format!("failed to bind the admin API on {}", args.admin_listen))?;
+    let admin_address = admin_listener.local_addr()?;
+    let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let admin = tokio::spawn(skein_control_plane::serve_admin(
+        admin_listener,
+        skein_control_plane::AdminState {
+            catalog: catalog.clone(),
+            auth: skein_control_plane::AdminAuth {
+                bootstrap_token: None,
+                jwt: Some(jwt),
+            },
+        },
+        async {
+            let _ = admin_stopped.await;
+        },
+    ));
     // Listen before saying so: a Ctrl-C that arrives in between must not kill the process
     // before the logs are closed.
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
@@ -74,7 +106,12 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         let _ = stopped.await;
     }));
     println!("kafka: bootstrap server {address} (topics are created on first use)");
-    println!("the gateway and control plane are not part of this build yet");
+    println!(
+        "admin API: http://{admin_address} (catalog {})",
+        catalog_path.display()
+    );
+    println!("admin token (24 h): {token}");
+    println!("the gateway is not part of this build yet; topics live in the broker's own registry");
     println!(
         "running retention and compaction every {}s; press Ctrl-C to stop",
         args.maintenance_interval_secs
@@ -104,7 +141,10 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     }
     println!("shutting down: flushing and closing every log");
     let _ = stop.send(());
+    let _ = admin_stop.send(());
     server.await?;
+    admin.await?.context("the admin API failed")?;
+    catalog.close().await;
     tokio::task::spawn_blocking(move || broker.shutdown())
         .await?
         .context("failed to close the logs cleanly")?;

@@ -2,6 +2,7 @@
 
 mod bench;
 mod config;
+mod control_plane;
 mod dev;
 mod dump;
 mod migrate;
@@ -32,6 +33,8 @@ enum Command {
     /// Inspect log files
     #[command(subcommand)]
     Log(LogCommand),
+    /// Run the control plane (the admin REST API) on a PostgreSQL or SQLite catalog
+    ControlPlane(control_plane::ControlPlaneArgs),
     /// Apply the catalog's pending schema migrations (PostgreSQL or SQLite)
     Migrate(migrate::MigrateArgs),
 }
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Log(LogCommand::Dump { path, records }) => dump::run(&path, records),
         Command::Migrate(args) => migrate::run(args),
+        Command::ControlPlane(args) => control_plane::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

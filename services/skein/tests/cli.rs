@@ -45,7 +45,14 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
     drop(log); // as if the last process was killed
 
     let mut child = Command::new(SKEIN)
-        .args(["dev", "--kafka-listen", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "dev",
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(data.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -69,6 +76,24 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
         "{seen}"
     );
     assert!(seen.contains("orders-0: scanned 1 segment(s)"), "{seen}");
+
+    // The admin API runs beside the broker, and the printed token is an admin credential.
+    let admin = after(&seen, "admin API: http://")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let token = after(&seen, "admin token (24 h): ").trim().to_owned();
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/v1/tenants",
+        Some(&token),
+        r#"{"name":"acme"}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = http(&admin, "POST", "/v1/tenants", None, r#"{"name":"beta"}"#);
+    assert_eq!(status, 401);
 
     let status = Command::new("kill")
         .arg("-INT")
@@ -175,7 +200,14 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
     )
     .unwrap();
     let mut child = Command::new(SKEIN)
-        .args(["dev", "--kafka-listen", "127.0.0.1:0", "--config"])
+        .args([
+            "dev",
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--config",
+        ])
         .arg(&config)
         .arg("--data-dir")
         .arg(data.path().join("data"))
@@ -216,7 +248,14 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
 
     std::fs::write(&config, "[broker]\nnot_a_setting = 1\n").unwrap();
     let out = Command::new(SKEIN)
-        .args(["dev", "--kafka-listen", "127.0.0.1:0", "--config"])
+        .args([
+            "dev",
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--config",
+        ])
         .arg(&config)
         .arg("--data-dir")
         .arg(data.path().join("data"))
@@ -261,4 +300,85 @@ fn migrate_creates_the_catalog_schema_once_on_sqlite_and_postgres() {
     let out = migrate("mysql://nope");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("postgres://"));
+}
+
+/// The rest of the line after `marker` in `text`.
+fn after<'a>(text: &'a str, marker: &str) -> &'a str {
+    let start = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker:?} not in {text}"))
+        + marker.len();
+    text[start..].lines().next().unwrap_or_default()
+}
+
+/// One HTTP/1.1 request; returns the status and the body.
+fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+#[test]
+fn control_plane_serves_the_admin_api_on_postgres_until_sigterm() {
+    let server = skein_testkit::Postgres::start().unwrap();
+    let url = server.database("control_plane").unwrap();
+    let mut child = Command::new(SKEIN)
+        .args([
+            "control-plane",
+            "--migrate",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--database-url", &url, "--bootstrap-token", "first-login"])
+        .env_remove("SKEIN_DATABASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("Postgres catalog"), "{line}");
+    let admin = after(&line, "admin API on http://").trim().to_owned();
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/v1/tenants",
+        Some("first-login"),
+        r#"{"name":"acme"}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = http(&admin, "GET", "/v1/tenants/acme", Some("first-login"), "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""name":"acme""#), "{body}");
+    assert_eq!(http(&admin, "GET", "/v1/tenants", Some("wrong"), "").0, 401);
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(child.wait().unwrap().success());
+    // Without any admin credential it refuses to start.
+    let out = Command::new(SKEIN)
+        .args(["control-plane", "--database-url", &url])
+        .env_remove("SKEIN_BOOTSTRAP_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no admin credential"));
 }

@@ -1,0 +1,156 @@
+//! `skein control-plane`, and the admin API that `skein dev` runs in-process.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use rand::RngCore;
+use skein_catalog::Catalog;
+use skein_control_plane::{AdminAuth, AdminState, JwtConfig};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(Debug, Args)]
+pub(crate) struct ControlPlaneArgs {
+    /// The catalog's database: postgres://user@host/db, or sqlite:path
+    #[arg(long, env = "SKEIN_DATABASE_URL")]
+    database_url: String,
+    /// Apply pending catalog migrations before serving
+    #[arg(long)]
+    migrate: bool,
+    /// Address the admin REST API binds
+    #[arg(long, env = "SKEIN_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
+    admin_listen: SocketAddr,
+    /// A static token accepted as an admin credential, for the first login
+    #[arg(long, env = "SKEIN_BOOTSTRAP_TOKEN", hide_env_values = true)]
+    bootstrap_token: Option<String>,
+    /// A file holding the HS256 secret admin JWTs are signed with
+    #[arg(
+        long,
+        env = "SKEIN_ADMIN_JWT_SECRET_FILE",
+        conflicts_with = "jwt_public_key"
+    )]
+    jwt_secret_file: Option<PathBuf>,
+    /// A PEM file with the issuer's public key for admin JWTs (see --jwt-algorithm)
+    #[arg(long, env = "SKEIN_ADMIN_JWT_PUBLIC_KEY")]
+    jwt_public_key: Option<PathBuf>,
+    /// The admin JWTs' algorithm with --jwt-public-key: RS256, ES256 or EdDSA
+    #[arg(long, env = "SKEIN_ADMIN_JWT_ALGORITHM", default_value = "RS256")]
+    jwt_algorithm: String,
+    /// The `iss` admin JWTs must carry
+    #[arg(long, env = "SKEIN_ADMIN_JWT_ISSUER")]
+    jwt_issuer: Option<String>,
+    /// The `aud` admin JWTs must carry
+    #[arg(long, env = "SKEIN_ADMIN_JWT_AUDIENCE")]
+    jwt_audience: Option<String>,
+}
+
+pub(crate) fn run(args: ControlPlaneArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("failed to start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+fn jwt(args: &ControlPlaneArgs) -> anyhow::Result<Option<JwtConfig>> {
+    let mut config = match (&args.jwt_secret_file, &args.jwt_public_key) {
+        (Some(file), _) => {
+            let secret = std::fs::read(file)
+                .with_context(|| format!("failed to read {}", file.display()))?;
+            JwtConfig::hs256(trim(&secret))
+        }
+        (None, Some(file)) => {
+            let pem = std::fs::read(file)
+                .with_context(|| format!("failed to read {}", file.display()))?;
+            let algorithm = args
+                .jwt_algorithm
+                .parse()
+                .map_err(|_| anyhow::anyhow!("unknown JWT algorithm {:?}", args.jwt_algorithm))?;
+            JwtConfig::public_key_pem(algorithm, &pem).map_err(anyhow::Error::msg)?
+        }
+        (None, None) => return Ok(None),
+    };
+    config.issuer = args.jwt_issuer.clone();
+    config.audience = args.jwt_audience.clone();
+    Ok(Some(config))
+}
+
+fn trim(bytes: &[u8]) -> &[u8] {
+    let end = bytes
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    &bytes[..end]
+}
+
+async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
+    let jwt = jwt(&args)?;
+    if jwt.is_none() && args.bootstrap_token.is_none() {
+        anyhow::bail!(
+            "no admin credential is configured: give --bootstrap-token, --jwt-secret-file or \
+             --jwt-public-key"
+        );
+    }
+    let catalog = Catalog::connect(&args.database_url)
+        .await
+        .context("failed to connect to the catalog's database")?;
+    if args.migrate {
+        catalog.migrate().await?;
+    }
+    let listener = TcpListener::bind(args.admin_listen)
+        .await
+        .with_context(|| format!("failed to bind the admin API on {}", args.admin_listen))?;
+    println!(
+        "control plane: {:?} catalog; admin API on http://{}",
+        catalog.backend(),
+        listener.local_addr()?
+    );
+    let auth = AdminAuth {
+        bootstrap_token: args.bootstrap_token,
+        jwt,
+    };
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let state = AdminState {
+        catalog: catalog.clone(),
+        auth,
+    };
+    skein_control_plane::serve_admin(listener, state, async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
+    .await?;
+    catalog.close().await;
+    println!("control plane stopped");
+    Ok(())
+}
+
+/// The HS256 secret `skein dev` signs admin tokens with: created once per data directory,
+/// readable by its owner only, so tokens outlive restarts.
+pub(crate) fn dev_signing_secret(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    let path = data_dir.join("admin-signing-key");
+    match std::fs::read(&path) {
+        Ok(secret) => return Ok(trim(&secret).to_vec()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("failed to read {}", path.display())),
+    }
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::create_dir_all(data_dir)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("failed to create {}", path.display()))?;
+    file.write_all(secret.as_bytes())?;
+    file.sync_all()?;
+    Ok(secret.into_bytes())
+}
