@@ -189,6 +189,33 @@ impl Catalog {
         self.with_configs(&row).await
     }
 
+    /// Every topic of every tenant, with its tenant's name, by tenant and topic name.
+    pub async fn all_topics(&self) -> Result<Vec<(String, Topic)>> {
+        let rows = sqlx::query(
+            "SELECT t.id, t.tenant_id, t.name, t.partitions, t.replication_factor, t.created_at, \
+               n.name AS tenant_name \
+             FROM topics t JOIN tenants n ON n.id = t.tenant_id ORDER BY n.name, t.name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut topics = Vec::with_capacity(rows.len());
+        for row in &rows {
+            topics.push((row.try_get("tenant_name")?, self.with_configs(row).await?));
+        }
+        Ok(topics)
+    }
+
+    /// Every partition of every topic, by topic id and index.
+    pub async fn all_partitions(&self) -> Result<Vec<Partition>> {
+        let rows = sqlx::query(
+            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch \
+             FROM partitions ORDER BY topic_id, partition",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(partition).collect()
+    }
+
     /// A tenant's topics in name order.
     pub async fn topics(&self, tenant_id: &str) -> Result<Vec<Topic>> {
         let rows = sqlx::query(

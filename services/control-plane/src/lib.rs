@@ -1,12 +1,14 @@
-//! The control plane. Today: the admin REST API over the catalog (`admin/`), served by
-//! [`serve_admin`]. Next: the cluster's controller (broker registration, placement and the
-//! metadata stream) on the same catalog.
+//! The control plane: the admin REST API over the catalog (`admin/`, served by
+//! [`serve_admin`]) and the cluster's controller over gRPC (`controller.rs`: broker
+//! registration, topic placement, the controller lease and the metadata stream).
 
 pub mod admin;
+pub mod controller;
 
 use std::future::Future;
 
 pub use admin::{admin_router, AdminApi, AdminAuth, AdminState, JwtConfig};
+pub use controller::{ControllerConfig, ControllerService, Leadership, LeaseKeeper};
 
 /// Serves the admin API on `listener` until `shutdown` completes.
 pub async fn serve_admin(

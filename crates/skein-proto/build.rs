@@ -1,0 +1,16 @@
+//! Compiles `proto/` with protox (a protobuf compiler in Rust, so no `protoc` is needed) and
+//! generates the tonic clients and servers.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto");
+    let files = [format!("{root}/skein/controller/v1/controller.proto")];
+    let descriptors = protox::compile(&files, [root])?;
+    tonic_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(descriptors)?;
+    for file in &files {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    Ok(())
+}

@@ -1,0 +1,443 @@
+//! The cluster's controller over gRPC (`proto/skein/controller/v1`). Every replica serves it;
+//! the one holding the `controller` lease in the catalog ([`LeaseKeeper`]) accepts topic
+//! changes, the others answer UNAVAILABLE so brokers try another replica. Registrations,
+//! heartbeats and producer-id blocks are safe from any replica (each is one conditional
+//! statement in the catalog). Metadata watchers get a full snapshot, then another whenever
+//! what it holds changes, from whichever replica they reach.
+
+// tonic's `Status` is the error type gRPC handlers must return; it is large by design.
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use skein_catalog::{Catalog, CatalogError, NewTopic};
+use skein_proto::controller as pb;
+use skein_proto::controller::controller_server::Controller;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+/// The name of the lease the active controller holds.
+pub const CONTROLLER_LEASE: &str = "controller";
+
+/// How the controller behaves.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// This replica's name in the lease table.
+    pub replica_id: String,
+    /// How long a lease lasts without renewal; standbys take over after it.
+    pub lease_ttl: Duration,
+    /// A broker whose last heartbeat is older than this is not placed on.
+    pub broker_session: Duration,
+    /// How often watchers' snapshots are recomputed.
+    pub watch_interval: Duration,
+    /// Producer ids handed out per block.
+    pub producer_id_block: i32,
+}
+
+impl ControllerConfig {
+    pub fn new(replica_id: impl Into<String>) -> Self {
+        Self {
+            replica_id: replica_id.into(),
+            lease_ttl: Duration::from_secs(10),
+            broker_session: Duration::from_secs(10),
+            watch_interval: Duration::from_millis(250),
+            producer_id_block: 1000,
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Whether this replica is the active controller, and until when it may act on its lease.
+#[derive(Debug, Default)]
+pub struct Leadership {
+    epoch: AtomicI64,
+    /// Local milliseconds after which the lease may have lapsed: acting stops then even if a
+    /// renewal is still in flight.
+    valid_until: AtomicI64,
+}
+
+impl Leadership {
+    /// The lease epoch while this replica is active.
+    pub fn active_epoch(&self) -> Option<i64> {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        (epoch > 0 && now_ms() < self.valid_until.load(Ordering::Acquire)).then_some(epoch)
+    }
+}
+
+/// Takes and renews the controller lease, every third of its lifetime.
+#[derive(Debug)]
+pub struct LeaseKeeper;
+
+impl LeaseKeeper {
+    /// Runs until aborted (dropping the handle does not stop it).
+    pub fn spawn(
+        catalog: Catalog,
+        config: ControllerConfig,
+        leadership: Arc<Leadership>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let ttl = i64::try_from(config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
+            loop {
+                let asked = now_ms();
+                match catalog
+                    .acquire_lease(CONTROLLER_LEASE, &config.replica_id, ttl)
+                    .await
+                {
+                    Ok(Some(lease)) => {
+                        if leadership.epoch.swap(lease.epoch, Ordering::AcqRel) != lease.epoch {
+                            tracing::info!(epoch = lease.epoch, replica = %config.replica_id, "active controller");
+                        }
+                        leadership.valid_until.store(asked + ttl, Ordering::Release);
+                    }
+                    Ok(None) => leadership.epoch.store(0, Ordering::Release),
+                    Err(e) => {
+                        // Keep acting only until the lease we hold may have lapsed.
+                        tracing::warn!(error = %e, "controller lease renewal failed");
+                    }
+                }
+                tokio::time::sleep(config.lease_ttl / 3).await;
+            }
+        })
+    }
+}
+
+/// The gRPC controller service.
+#[derive(Debug, Clone)]
+pub struct ControllerService {
+    catalog: Catalog,
+    config: ControllerConfig,
+    leadership: Arc<Leadership>,
+}
+
+impl ControllerService {
+    pub fn new(catalog: Catalog, config: ControllerConfig, leadership: Arc<Leadership>) -> Self {
+        Self {
+            catalog,
+            config,
+            leadership,
+        }
+    }
+
+    fn require_active(&self) -> Result<i64, Status> {
+        self.leadership.active_epoch().ok_or_else(|| {
+            Status::unavailable("this replica is not the active controller; try another")
+        })
+    }
+
+    async fn tenant_id(&self, tenant: &str) -> Result<String, Status> {
+        Ok(self
+            .catalog
+            .tenant_by_name(tenant)
+            .await
+            .map_err(status)?
+            .id)
+    }
+
+    /// Replicas for partitions `first..first + count` over the live brokers (by node id):
+    /// partition `p` gets brokers `p, p + 1, ...` modulo their number, so a topic's leaders
+    /// (first replicas) spread evenly.
+    async fn place(
+        &self,
+        first: i32,
+        count: i32,
+        replication: i32,
+    ) -> Result<Vec<Vec<i32>>, Status> {
+        if replication <= 0 {
+            return Err(Status::invalid_argument(format!(
+                "replication factor {replication} must be positive"
+            )));
+        }
+        let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
+        let live = self
+            .catalog
+            .live_brokers(now_ms() - session)
+            .await
+            .map_err(status)?;
+        if live.len() < replication as usize {
+            return Err(Status::failed_precondition(format!(
+                "replication factor {replication} is larger than the {} live broker(s)",
+                live.len()
+            )));
+        }
+        let ids: Vec<i32> = live.iter().map(|b| b.node_id).collect();
+        Ok((first..first + count)
+            .map(|p| {
+                (0..replication)
+                    .map(|r| ids[(p as usize + r as usize) % ids.len()])
+                    .collect()
+            })
+            .collect())
+    }
+
+    async fn topic(&self, tenant: &str, name: &str) -> Result<pb::Topic, Status> {
+        let tenant_id = self.tenant_id(tenant).await?;
+        let topic = self.catalog.topic(&tenant_id, name).await.map_err(status)?;
+        let partitions = self.catalog.partitions(&topic.id).await.map_err(status)?;
+        Ok(topic_message(tenant, topic, partitions))
+    }
+
+    async fn snapshot(&self) -> Result<pb::MetadataSnapshot, CatalogError> {
+        let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
+        let brokers = self
+            .catalog
+            .live_brokers(now_ms() - session)
+            .await?
+            .into_iter()
+            .map(|b| pb::BrokerEndpoint {
+                node_id: b.node_id,
+                host: b.host,
+                port: b.port,
+                rack: b.rack,
+            })
+            .collect();
+        let mut partitions: BTreeMap<String, Vec<skein_catalog::Partition>> = BTreeMap::new();
+        for p in self.catalog.all_partitions().await? {
+            partitions.entry(p.topic_id.clone()).or_default().push(p);
+        }
+        let topics = self
+            .catalog
+            .all_topics()
+            .await?
+            .into_iter()
+            .map(|(tenant, topic)| {
+                let parts = partitions.remove(&topic.id).unwrap_or_default();
+                topic_message(&tenant, topic, parts)
+            })
+            .collect();
+        Ok(pb::MetadataSnapshot {
+            version: 0,
+            brokers,
+            topics,
+        })
+    }
+}
+
+fn topic_message(
+    tenant: &str,
+    topic: skein_catalog::Topic,
+    partitions: Vec<skein_catalog::Partition>,
+) -> pb::Topic {
+    pb::Topic {
+        id: topic.id,
+        tenant: tenant.to_owned(),
+        name: topic.name,
+        configs: topic.configs.into_iter().collect(),
+        partitions: partitions
+            .into_iter()
+            .map(|p| pb::Partition {
+                index: p.partition,
+                replicas: p.replicas,
+                isr: p.isr,
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+            })
+            .collect(),
+    }
+}
+
+/// Catalog errors as gRPC statuses, in one place.
+fn status(e: CatalogError) -> Status {
+    match &e {
+        CatalogError::AlreadyExists { .. } => Status::already_exists(e.to_string()),
+        CatalogError::NotFound { .. } => Status::not_found(e.to_string()),
+        CatalogError::Invalid { .. } => Status::invalid_argument(e.to_string()),
+        CatalogError::Conflict { .. } => Status::aborted(e.to_string()),
+        CatalogError::Corrupt { .. } | CatalogError::Database(_) | CatalogError::Migrate(_) => {
+            tracing::error!(error = %e, "catalog failure");
+            Status::internal("the catalog could not complete the request")
+        }
+    }
+}
+
+type SnapshotStream =
+    Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::MetadataSnapshot, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Controller for ControllerService {
+    async fn register_broker(
+        &self,
+        request: Request<pb::RegisterBrokerRequest>,
+    ) -> Result<Response<pb::RegisterBrokerResponse>, Status> {
+        let request = request.into_inner();
+        let broker = request
+            .broker
+            .ok_or_else(|| Status::invalid_argument("broker is required"))?;
+        if request.incarnation.is_empty() || broker.host.is_empty() || broker.port <= 0 {
+            return Err(Status::invalid_argument(
+                "a registration needs an incarnation, a host and a port",
+            ));
+        }
+        self.catalog
+            .register_broker(
+                broker.node_id,
+                &broker.host,
+                broker.port,
+                broker.rack.as_deref(),
+                &request.incarnation,
+            )
+            .await
+            .map_err(status)?;
+        tracing::info!(node = broker.node_id, host = %broker.host, port = broker.port, "broker registered");
+        Ok(Response::new(pb::RegisterBrokerResponse {
+            controller_epoch: self.leadership.active_epoch().unwrap_or(0),
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let request = request.into_inner();
+        let registered = self
+            .catalog
+            .broker_heartbeat(request.node_id, &request.incarnation)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::HeartbeatResponse { registered }))
+    }
+
+    async fn create_topic(
+        &self,
+        request: Request<pb::CreateTopicRequest>,
+    ) -> Result<Response<pb::TopicResponse>, Status> {
+        self.require_active()?;
+        let request = request.into_inner();
+        if request.partitions <= 0 {
+            return Err(Status::invalid_argument(format!(
+                "partition count {} must be positive",
+                request.partitions
+            )));
+        }
+        let tenant_id = self.tenant_id(&request.tenant).await?;
+        let placement = self
+            .place(0, request.partitions, request.replication_factor)
+            .await?;
+        let topic = NewTopic {
+            name: request.name.clone(),
+            placement,
+            configs: request.configs.into_iter().collect(),
+        };
+        self.catalog
+            .create_topic(&tenant_id, &topic)
+            .await
+            .map_err(status)?;
+        tracing::info!(tenant = %request.tenant, topic = %request.name, "created topic");
+        Ok(Response::new(pb::TopicResponse {
+            topic: Some(self.topic(&request.tenant, &request.name).await?),
+        }))
+    }
+
+    async fn delete_topic(
+        &self,
+        request: Request<pb::DeleteTopicRequest>,
+    ) -> Result<Response<pb::DeleteTopicResponse>, Status> {
+        self.require_active()?;
+        let request = request.into_inner();
+        let tenant_id = self.tenant_id(&request.tenant).await?;
+        self.catalog
+            .delete_topic(&tenant_id, &request.name)
+            .await
+            .map_err(status)?;
+        tracing::info!(tenant = %request.tenant, topic = %request.name, "deleted topic");
+        Ok(Response::new(pb::DeleteTopicResponse {}))
+    }
+
+    async fn create_partitions(
+        &self,
+        request: Request<pb::CreatePartitionsRequest>,
+    ) -> Result<Response<pb::TopicResponse>, Status> {
+        self.require_active()?;
+        let request = request.into_inner();
+        let tenant_id = self.tenant_id(&request.tenant).await?;
+        let topic = self
+            .catalog
+            .topic(&tenant_id, &request.name)
+            .await
+            .map_err(status)?;
+        if request.count <= topic.partitions {
+            return Err(Status::invalid_argument(format!(
+                "topic {:?} has {} partitions; the new count must be larger, not {}",
+                request.name, topic.partitions, request.count
+            )));
+        }
+        let placement = self
+            .place(
+                topic.partitions,
+                request.count - topic.partitions,
+                topic.replication_factor,
+            )
+            .await?;
+        self.catalog
+            .add_partitions(&topic.id, topic.partitions, &placement)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::TopicResponse {
+            topic: Some(self.topic(&request.tenant, &request.name).await?),
+        }))
+    }
+
+    async fn allocate_producer_ids(
+        &self,
+        request: Request<pb::AllocateProducerIdsRequest>,
+    ) -> Result<Response<pb::AllocateProducerIdsResponse>, Status> {
+        let size = self.config.producer_id_block;
+        let first_id = self
+            .catalog
+            .allocate_producer_ids(request.into_inner().node_id, size)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::AllocateProducerIdsResponse {
+            first_id,
+            size,
+        }))
+    }
+
+    type WatchMetadataStream = SnapshotStream;
+
+    async fn watch_metadata(
+        &self,
+        _request: Request<pb::WatchMetadataRequest>,
+    ) -> Result<Response<SnapshotStream>, Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let service = self.clone();
+        tokio::spawn(async move {
+            let mut last: Option<pb::MetadataSnapshot> = None;
+            let mut version = 0i64;
+            loop {
+                match service.snapshot().await {
+                    Ok(snapshot) if last.as_ref() != Some(&snapshot) => {
+                        version += 1;
+                        let sent = pb::MetadataSnapshot {
+                            version,
+                            ..snapshot.clone()
+                        };
+                        if tx.send(Ok(sent)).await.is_err() {
+                            return; // the watcher went away
+                        }
+                        last = Some(snapshot);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(status(e))).await;
+                        return;
+                    }
+                }
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    _ = tokio::time::sleep(service.config.watch_interval) => {}
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}

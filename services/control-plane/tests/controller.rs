@@ -1,0 +1,324 @@
+//! The controller over gRPC against running replicas on a real PostgreSQL: registration,
+//! placement on live brokers, topic changes, the metadata stream, and failover of the
+//! controller lease between two replicas.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use skein_catalog::Catalog;
+use skein_control_plane::{ControllerConfig, ControllerService, Leadership, LeaseKeeper};
+use skein_proto::controller as pb;
+use skein_proto::controller::controller_client::ControllerClient;
+use skein_proto::controller::controller_server::ControllerServer;
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+use tonic::Code;
+
+struct Replica {
+    addr: String,
+    server: tokio::task::JoinHandle<()>,
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+impl Replica {
+    async fn start(url: &str, name: &str, lease_ttl: Duration) -> Self {
+        let catalog = Catalog::open(url).await.unwrap();
+        let mut config = ControllerConfig::new(name);
+        config.lease_ttl = lease_ttl;
+        config.watch_interval = Duration::from_millis(50);
+        let leadership = Arc::new(Leadership::default());
+        let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
+        let service = ControllerService::new(catalog, config, leadership);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(ControllerServer::new(service))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                .await
+                .unwrap();
+        });
+        Self {
+            addr,
+            server,
+            keeper,
+        }
+    }
+
+    async fn client(&self) -> ControllerClient<Channel> {
+        ControllerClient::connect(self.addr.clone()).await.unwrap()
+    }
+
+    /// As if the process were killed: it stops serving and stops renewing its lease.
+    fn kill(&self) {
+        self.keeper.abort();
+        self.server.abort();
+    }
+}
+
+async fn register(client: &mut ControllerClient<Channel>, node_id: i32) {
+    client
+        .register_broker(pb::RegisterBrokerRequest {
+            broker: Some(pb::BrokerEndpoint {
+                node_id,
+                host: format!("10.0.0.{node_id}"),
+                port: 9092,
+                rack: None,
+            }),
+            incarnation: format!("start-{node_id}"),
+        })
+        .await
+        .unwrap();
+}
+
+fn create(
+    tenant: &str,
+    name: &str,
+    partitions: i32,
+    replication_factor: i32,
+) -> pb::CreateTopicRequest {
+    pb::CreateTopicRequest {
+        tenant: tenant.to_owned(),
+        name: name.to_owned(),
+        partitions,
+        replication_factor,
+        configs: [("retention.ms".to_owned(), "60000".to_owned())].into(),
+    }
+}
+
+/// Calls `create_topic` until the replica is active (its lease keeper's first round).
+async fn create_when_active(
+    client: &mut ControllerClient<Channel>,
+    request: pb::CreateTopicRequest,
+    within: Duration,
+) -> Result<pb::Topic, tonic::Status> {
+    let deadline = Instant::now() + within;
+    loop {
+        match client.create_topic(request.clone()).await {
+            Err(e) if e.code() == Code::Unavailable && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other.map(|r| r.into_inner().topic.unwrap()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn places_topics_on_live_brokers_and_streams_every_change() {
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("controller").unwrap();
+    Catalog::open(&url)
+        .await
+        .unwrap()
+        .create_tenant("acme")
+        .await
+        .unwrap();
+    let replica = Replica::start(&url, "cp-1", Duration::from_secs(5)).await;
+    let mut client = replica.client().await;
+    for node in [1, 2, 3] {
+        register(&mut client, node).await;
+    }
+    let heartbeat = |node_id: i32, incarnation: &str| pb::HeartbeatRequest {
+        node_id,
+        incarnation: incarnation.to_owned(),
+    };
+    assert!(
+        client
+            .heartbeat(heartbeat(1, "start-1"))
+            .await
+            .unwrap()
+            .into_inner()
+            .registered
+    );
+    assert!(
+        !client
+            .heartbeat(heartbeat(1, "stale"))
+            .await
+            .unwrap()
+            .into_inner()
+            .registered
+    );
+
+    let mut watch = client
+        .watch_metadata(pb::WatchMetadataRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let first = watch.next().await.unwrap().unwrap();
+    assert_eq!(first.brokers.len(), 3);
+    assert!(first.topics.is_empty());
+
+    let topic = create_when_active(
+        &mut client,
+        create("acme", "orders", 6, 2),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(topic.partitions.len(), 6);
+    for p in &topic.partitions {
+        assert_eq!(p.replicas.len(), 2);
+        assert_ne!(p.replicas[0], p.replicas[1]);
+        assert_eq!(p.leader, p.replicas[0]);
+        assert_eq!(p.isr, p.replicas);
+    }
+    let mut leaders: Vec<i32> = topic.partitions.iter().map(|p| p.leader).collect();
+    leaders.sort_unstable();
+    assert_eq!(
+        leaders,
+        [1, 1, 2, 2, 3, 3],
+        "leaders spread over the brokers"
+    );
+    assert_eq!(topic.configs["retention.ms"], "60000");
+
+    // The stream delivers the change.
+    let next = watch.next().await.unwrap().unwrap();
+    assert!(next.version > first.version);
+    assert_eq!(next.topics.len(), 1);
+    assert_eq!(next.topics[0].tenant, "acme");
+    assert_eq!(next.topics[0].partitions.len(), 6);
+
+    // Refusals, each with its code and nothing written.
+    let refused = |r: Result<pb::Topic, tonic::Status>| r.unwrap_err().code();
+    assert_eq!(
+        refused(
+            create_when_active(&mut client, create("acme", "orders", 1, 1), Duration::ZERO).await
+        ),
+        Code::AlreadyExists
+    );
+    assert_eq!(
+        refused(create_when_active(&mut client, create("acme", "big", 1, 4), Duration::ZERO).await),
+        Code::FailedPrecondition
+    );
+    assert_eq!(
+        refused(create_when_active(&mut client, create("nobody", "t", 1, 1), Duration::ZERO).await),
+        Code::NotFound
+    );
+    assert_eq!(
+        refused(
+            create_when_active(
+                &mut client,
+                create("acme", "bad name", 1, 1),
+                Duration::ZERO
+            )
+            .await
+        ),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        refused(
+            create_when_active(&mut client, create("acme", "none", 0, 1), Duration::ZERO).await
+        ),
+        Code::InvalidArgument
+    );
+
+    let grown = client
+        .create_partitions(pb::CreatePartitionsRequest {
+            tenant: "acme".to_owned(),
+            name: "orders".to_owned(),
+            count: 8,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .topic
+        .unwrap();
+    assert_eq!(grown.partitions.len(), 8);
+    assert_eq!(grown.partitions[7].index, 7);
+    let shrink = client
+        .create_partitions(pb::CreatePartitionsRequest {
+            tenant: "acme".to_owned(),
+            name: "orders".to_owned(),
+            count: 3,
+        })
+        .await;
+    assert_eq!(shrink.unwrap_err().code(), Code::InvalidArgument);
+    let after_grow = watch.next().await.unwrap().unwrap();
+    assert_eq!(after_grow.topics[0].partitions.len(), 8);
+
+    client
+        .delete_topic(pb::DeleteTopicRequest {
+            tenant: "acme".to_owned(),
+            name: "orders".to_owned(),
+        })
+        .await
+        .unwrap();
+    let after_delete = watch.next().await.unwrap().unwrap();
+    assert!(after_delete.topics.is_empty());
+
+    // Producer-id blocks never overlap.
+    let a = client
+        .allocate_producer_ids(pb::AllocateProducerIdsRequest { node_id: 1 })
+        .await
+        .unwrap()
+        .into_inner();
+    let b = client
+        .allocate_producer_ids(pb::AllocateProducerIdsRequest { node_id: 2 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(b.first_id >= a.first_id + i64::from(a.size));
+    replica.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_when_the_active_controller_dies() {
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("failover").unwrap();
+    Catalog::open(&url)
+        .await
+        .unwrap()
+        .create_tenant("acme")
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(1);
+    let replicas = [
+        Replica::start(&url, "cp-a", ttl).await,
+        Replica::start(&url, "cp-b", ttl).await,
+    ];
+    let mut clients = [replicas[0].client().await, replicas[1].client().await];
+    register(&mut clients[0], 1).await;
+    // Exactly one replica accepts changes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut accepted = Vec::new();
+    for (i, client) in clients.iter_mut().enumerate() {
+        match client
+            .create_topic(create("acme", &format!("t{i}"), 1, 1))
+            .await
+        {
+            Ok(_) => accepted.push(i),
+            Err(e) => assert_eq!(e.code(), Code::Unavailable, "{e}"),
+        }
+    }
+    assert_eq!(accepted.len(), 1, "{accepted:?}");
+    let active = accepted[0];
+    let standby = 1 - active;
+
+    replicas[active].kill();
+    let killed = Instant::now();
+    // Keep the broker alive meanwhile, through the standby.
+    client_heartbeat(&mut clients[standby]).await;
+    let topic = create_when_active(
+        &mut clients[standby],
+        create("acme", "after", 1, 1),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let took = killed.elapsed();
+    assert_eq!(topic.name, "after");
+    assert!(took < ttl * 3, "took {took:?} with a {ttl:?} lease");
+    replicas[standby].kill();
+}
+
+async fn client_heartbeat(client: &mut ControllerClient<Channel>) {
+    client
+        .heartbeat(pb::HeartbeatRequest {
+            node_id: 1,
+            incarnation: "start-1".to_owned(),
+        })
+        .await
+        .unwrap();
+}
