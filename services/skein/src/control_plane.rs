@@ -1,4 +1,5 @@
-//! `skein control-plane`, and the admin API that `skein dev` runs in-process.
+//! `skein control-plane` (the admin API and the gRPC controller), and the admin API that
+//! `skein dev` runs in-process.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -9,9 +10,15 @@ use anyhow::Context;
 use clap::Args;
 use rand::RngCore;
 use skein_catalog::Catalog;
-use skein_control_plane::{AdminAuth, AdminState, JwtConfig};
+use skein_control_plane::{
+    AdminAuth, AdminState, ControllerConfig, ControllerService, JwtConfig, Leadership, LeaseKeeper,
+};
+use skein_proto::controller::controller_server::ControllerServer;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio_stream::wrappers::TcpListenerStream;
 
 #[derive(Debug, Args)]
 pub(crate) struct ControlPlaneArgs {
@@ -24,6 +31,19 @@ pub(crate) struct ControlPlaneArgs {
     /// Address the admin REST API binds
     #[arg(long, env = "SKEIN_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
     admin_listen: SocketAddr,
+    /// Address the gRPC controller binds (brokers register, forward changes and watch here)
+    #[arg(
+        long,
+        env = "SKEIN_CONTROLLER_LISTEN",
+        default_value = "127.0.0.1:9095"
+    )]
+    controller_listen: SocketAddr,
+    /// This replica's name in the controller lease (default: host name and process id)
+    #[arg(long, env = "SKEIN_CONTROL_PLANE_REPLICA")]
+    replica_id: Option<String>,
+    /// Seconds the controller lease lasts without renewal (a standby takes over after it)
+    #[arg(long, default_value_t = 10)]
+    lease_ttl_secs: u64,
     /// A static token accepted as an admin credential, for the first login
     #[arg(long, env = "SKEIN_BOOTSTRAP_TOKEN", hide_env_values = true)]
     bootstrap_token: Option<String>,
@@ -104,10 +124,40 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
     let listener = TcpListener::bind(args.admin_listen)
         .await
         .with_context(|| format!("failed to bind the admin API on {}", args.admin_listen))?;
+    let controller_listener = TcpListener::bind(args.controller_listen)
+        .await
+        .with_context(|| {
+            format!(
+                "failed to bind the controller on {}",
+                args.controller_listen
+            )
+        })?;
     println!(
-        "control plane: {:?} catalog; admin API on http://{}",
+        "control plane: {:?} catalog; admin API on http://{}; controller on http://{}",
         catalog.backend(),
-        listener.local_addr()?
+        listener.local_addr()?,
+        controller_listener.local_addr()?
+    );
+    let replica_id = args.replica_id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    let mut config = ControllerConfig::new(replica_id);
+    config.lease_ttl = Duration::from_secs(args.lease_ttl_secs.max(1));
+    config.broker_session = config.lease_ttl;
+    let leadership = Arc::new(Leadership::default());
+    let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
+    let (controller_stop, controller_stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ControllerServer::new(ControllerService::new(
+                catalog.clone(),
+                config.clone(),
+                Arc::clone(&leadership),
+            )))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(controller_listener), async {
+                let _ = controller_stopped.await;
+            }),
     );
     let auth = AdminAuth {
         bootstrap_token: args.bootstrap_token,
@@ -126,6 +176,19 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         }
     })
     .await?;
+    let _ = controller_stop.send(());
+    controller.await?.context("the controller failed")?;
+    keeper.abort();
+    // Let a standby take over at once rather than after the lease lapses.
+    if let Err(e) = catalog
+        .release_lease(
+            skein_control_plane::controller::CONTROLLER_LEASE,
+            &config.replica_id,
+        )
+        .await
+    {
+        tracing::warn!(error = %e, "failed to release the controller lease");
+    }
     catalog.close().await;
     println!("control plane stopped");
     Ok(())

@@ -343,6 +343,10 @@ fn control_plane_serves_the_admin_api_on_postgres_until_sigterm() {
             "--migrate",
             "--admin-listen",
             "127.0.0.1:0",
+            "--controller-listen",
+            "127.0.0.1:0",
+            "--replica-id",
+            "cp-test",
         ])
         .args(["--database-url", &url, "--bootstrap-token", "first-login"])
         .env_remove("SKEIN_DATABASE_URL")
@@ -354,7 +358,13 @@ fn control_plane_serves_the_admin_api_on_postgres_until_sigterm() {
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert!(line.contains("Postgres catalog"), "{line}");
-    let admin = after(&line, "admin API on http://").trim().to_owned();
+    let admin = after(&line, "admin API on http://")
+        .split(';')
+        .next()
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(line.contains("controller on http://127.0.0.1:"), "{line}");
     let (status, body) = http(
         &admin,
         "POST",
