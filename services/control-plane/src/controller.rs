@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use skein_catalog::{Catalog, CatalogError, NewTopic};
+use skein_catalog::{Catalog, CatalogError};
+
+use crate::topic_ops::{TopicOpError, TopicOps};
 use skein_proto::controller as pb;
 use skein_proto::controller::controller_server::Controller;
 use tokio_stream::wrappers::ReceiverStream;
@@ -50,7 +52,7 @@ impl ControllerConfig {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -116,73 +118,17 @@ pub struct ControllerService {
     catalog: Catalog,
     config: ControllerConfig,
     leadership: Arc<Leadership>,
+    topics: TopicOps,
 }
 
 impl ControllerService {
     pub fn new(catalog: Catalog, config: ControllerConfig, leadership: Arc<Leadership>) -> Self {
         Self {
+            topics: TopicOps::new(catalog.clone(), config.clone(), Arc::clone(&leadership)),
             catalog,
             config,
             leadership,
         }
-    }
-
-    fn require_active(&self) -> Result<i64, Status> {
-        self.leadership.active_epoch().ok_or_else(|| {
-            Status::unavailable("this replica is not the active controller; try another")
-        })
-    }
-
-    async fn tenant_id(&self, tenant: &str) -> Result<String, Status> {
-        Ok(self
-            .catalog
-            .tenant_by_name(tenant)
-            .await
-            .map_err(status)?
-            .id)
-    }
-
-    /// Replicas for partitions `first..first + count` over the live brokers (by node id):
-    /// partition `p` gets brokers `p, p + 1, ...` modulo their number, so a topic's leaders
-    /// (first replicas) spread evenly.
-    async fn place(
-        &self,
-        first: i32,
-        count: i32,
-        replication: i32,
-    ) -> Result<Vec<Vec<i32>>, Status> {
-        if replication <= 0 {
-            return Err(Status::invalid_argument(format!(
-                "replication factor {replication} must be positive"
-            )));
-        }
-        let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
-        let live = self
-            .catalog
-            .live_brokers(now_ms() - session)
-            .await
-            .map_err(status)?;
-        if live.len() < replication as usize {
-            return Err(Status::failed_precondition(format!(
-                "replication factor {replication} is larger than the {} live broker(s)",
-                live.len()
-            )));
-        }
-        let ids: Vec<i32> = live.iter().map(|b| b.node_id).collect();
-        Ok((first..first + count)
-            .map(|p| {
-                (0..replication)
-                    .map(|r| ids[(p as usize + r as usize) % ids.len()])
-                    .collect()
-            })
-            .collect())
-    }
-
-    async fn topic(&self, tenant: &str, name: &str) -> Result<pb::Topic, Status> {
-        let tenant_id = self.tenant_id(tenant).await?;
-        let topic = self.catalog.topic(&tenant_id, name).await.map_err(status)?;
-        let partitions = self.catalog.partitions(&topic.id).await.map_err(status)?;
-        Ok(topic_message(tenant, topic, partitions))
     }
 
     async fn snapshot(&self) -> Result<pb::MetadataSnapshot, CatalogError> {
@@ -242,6 +188,16 @@ fn topic_message(
                 partition_epoch: p.partition_epoch,
             })
             .collect(),
+    }
+}
+
+/// Refused topic changes as gRPC statuses.
+fn op_status(e: TopicOpError) -> Status {
+    match e {
+        TopicOpError::NotActive => Status::unavailable(e.to_string()),
+        TopicOpError::Invalid(_) => Status::invalid_argument(e.to_string()),
+        TopicOpError::NotEnoughBrokers { .. } => Status::failed_precondition(e.to_string()),
+        TopicOpError::Catalog(e) => status(e),
     }
 }
 
@@ -310,30 +266,20 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::CreateTopicRequest>,
     ) -> Result<Response<pb::TopicResponse>, Status> {
-        self.require_active()?;
         let request = request.into_inner();
-        if request.partitions <= 0 {
-            return Err(Status::invalid_argument(format!(
-                "partition count {} must be positive",
-                request.partitions
-            )));
-        }
-        let tenant_id = self.tenant_id(&request.tenant).await?;
-        let placement = self
-            .place(0, request.partitions, request.replication_factor)
-            .await?;
-        let topic = NewTopic {
-            name: request.name.clone(),
-            placement,
-            configs: request.configs.into_iter().collect(),
-        };
-        self.catalog
-            .create_topic(&tenant_id, &topic)
+        let (topic, partitions) = self
+            .topics
+            .create(
+                &request.tenant,
+                &request.name,
+                request.partitions,
+                request.replication_factor,
+                request.configs.into_iter().collect(),
+            )
             .await
-            .map_err(status)?;
-        tracing::info!(tenant = %request.tenant, topic = %request.name, "created topic");
+            .map_err(op_status)?;
         Ok(Response::new(pb::TopicResponse {
-            topic: Some(self.topic(&request.tenant, &request.name).await?),
+            topic: Some(topic_message(&request.tenant, topic, partitions)),
         }))
     }
 
@@ -341,14 +287,11 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::DeleteTopicRequest>,
     ) -> Result<Response<pb::DeleteTopicResponse>, Status> {
-        self.require_active()?;
         let request = request.into_inner();
-        let tenant_id = self.tenant_id(&request.tenant).await?;
-        self.catalog
-            .delete_topic(&tenant_id, &request.name)
+        self.topics
+            .delete(&request.tenant, &request.name)
             .await
-            .map_err(status)?;
-        tracing::info!(tenant = %request.tenant, topic = %request.name, "deleted topic");
+            .map_err(op_status)?;
         Ok(Response::new(pb::DeleteTopicResponse {}))
     }
 
@@ -356,33 +299,14 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::CreatePartitionsRequest>,
     ) -> Result<Response<pb::TopicResponse>, Status> {
-        self.require_active()?;
         let request = request.into_inner();
-        let tenant_id = self.tenant_id(&request.tenant).await?;
-        let topic = self
-            .catalog
-            .topic(&tenant_id, &request.name)
+        let (topic, partitions) = self
+            .topics
+            .grow(&request.tenant, &request.name, request.count)
             .await
-            .map_err(status)?;
-        if request.count <= topic.partitions {
-            return Err(Status::invalid_argument(format!(
-                "topic {:?} has {} partitions; the new count must be larger, not {}",
-                request.name, topic.partitions, request.count
-            )));
-        }
-        let placement = self
-            .place(
-                topic.partitions,
-                request.count - topic.partitions,
-                topic.replication_factor,
-            )
-            .await?;
-        self.catalog
-            .add_partitions(&topic.id, topic.partitions, &placement)
-            .await
-            .map_err(status)?;
+            .map_err(op_status)?;
         Ok(Response::new(pb::TopicResponse {
-            topic: Some(self.topic(&request.tenant, &request.name).await?),
+            topic: Some(topic_message(&request.tenant, topic, partitions)),
         }))
     }
 

@@ -4,11 +4,13 @@
 
 pub mod admin;
 pub mod controller;
+pub mod topic_ops;
 
 use std::future::Future;
 
 pub use admin::{admin_router, AdminApi, AdminAuth, AdminState, JwtConfig};
 pub use controller::{ControllerConfig, ControllerService, Leadership, LeaseKeeper};
+pub use topic_ops::{TopicOpError, TopicOps};
 
 /// Serves the admin API on `listener` until `shutdown` completes.
 pub async fn serve_admin(

@@ -8,7 +8,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use reqwest::{Client, Method, Response, StatusCode};
 use serde_json::{json, Value};
 use skein_catalog::Catalog;
-use skein_control_plane::{serve_admin, AdminApi, AdminAuth, AdminState, JwtConfig};
+use std::sync::Arc;
+
+use skein_control_plane::{
+    serve_admin, AdminApi, AdminAuth, AdminState, ControllerConfig, JwtConfig, Leadership,
+    LeaseKeeper, TopicOps,
+};
 use utoipa::OpenApi;
 
 const BOOTSTRAP: &str = "bootstrap-secret-for-tests";
@@ -19,6 +24,7 @@ struct Server {
     http: Client,
     token: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    keeper: tokio::task::JoinHandle<()>,
     _dir: tempfile::TempDir,
 }
 
@@ -29,12 +35,26 @@ impl Server {
         let catalog = Catalog::open(&url).await.unwrap();
         let jwt = JwtConfig::hs256(JWT_SECRET);
         let token = jwt.issue_admin_token("ops@example.com", 600).unwrap();
+        // An active controller with two live brokers, for the topic endpoints.
+        let config = ControllerConfig::new("admin-test");
+        let leadership = Arc::new(Leadership::default());
+        let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
+        for node in [1, 2] {
+            catalog
+                .register_broker(node, "127.0.0.1", 9092, None, "test")
+                .await
+                .unwrap();
+        }
+        while leadership.active_epoch().is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         let state = AdminState {
-            catalog,
+            catalog: catalog.clone(),
             auth: AdminAuth {
                 bootstrap_token: Some(BOOTSTRAP.to_owned()),
                 jwt: Some(jwt),
             },
+            topics: Some(TopicOps::new(catalog, config, leadership)),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -47,6 +67,7 @@ impl Server {
             http: Client::new(),
             token,
             stop: Some(stop),
+            keeper,
             _dir: dir,
         }
     }
@@ -68,6 +89,7 @@ impl Drop for Server {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        self.keeper.abort();
     }
 }
 
@@ -519,6 +541,7 @@ async fn every_endpoint(server: &Server) {
             .0,
         StatusCode::NOT_FOUND
     );
+    topics(server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -531,4 +554,101 @@ async fn every_endpoint_on_postgres() {
     let postgres = skein_testkit::Postgres::start().unwrap();
     let server = Server::start(Some(postgres.database("admin").unwrap())).await;
     every_endpoint(&server).await;
+}
+
+async fn topics(server: &Server) {
+    use Method as M;
+    let create = |name: &str, partitions: i32, replication: i32| {
+        json!({"topic_name": name, "partitions_count": partitions, "replication_factor": replication,
+               "configs": {"retention.ms": "60000"}})
+    };
+    let (status, topic) = server
+        .call(
+            M::POST,
+            "/v1/tenants/acme/topics",
+            Some(create("orders", 4, 2)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{topic}");
+    assert_eq!(topic["partitions_count"], 4);
+    assert_eq!(topic["configs"]["retention.ms"], "60000");
+    let partitions = topic["partitions"].as_array().unwrap();
+    assert_eq!(partitions.len(), 4);
+    for p in partitions {
+        let replicas = p["replicas"].as_array().unwrap();
+        assert_eq!(replicas.len(), 2);
+        assert_ne!(replicas[0], replicas[1]);
+        assert_eq!(p["leader"], replicas[0]);
+    }
+    // The same name in another tenant is another topic.
+    let (status, _) = server
+        .call(
+            M::POST,
+            "/v1/tenants/beta/topics",
+            Some(create("orders", 1, 1)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    for (body, expected) in [
+        (create("orders", 1, 1), StatusCode::CONFLICT),
+        (create("big", 1, 3), StatusCode::UNPROCESSABLE_ENTITY),
+        (create("bad name", 1, 1), StatusCode::UNPROCESSABLE_ENTITY),
+        (create("none", 0, 1), StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            json!({"topic_name": "x", "partitions_count": 1, "colour": "red"}),
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let (status, problem) = server
+            .call(M::POST, "/v1/tenants/acme/topics", Some(body.clone()))
+            .await;
+        assert_eq!(status, expected, "{body} -> {problem}");
+    }
+    let (_, listed) = server.call(M::GET, "/v1/tenants/acme/topics", None).await;
+    let listed: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["topic_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["orders"]);
+    let (status, grown) = server
+        .call(
+            M::PATCH,
+            "/v1/tenants/acme/topics/orders",
+            Some(json!({"partitions_count": 6})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{grown}");
+    assert_eq!(grown["partitions"].as_array().unwrap().len(), 6);
+    let (status, _) = server
+        .call(
+            M::PATCH,
+            "/v1/tenants/acme/topics/orders",
+            Some(json!({"partitions_count": 2})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (_, fetched) = server
+        .call(M::GET, "/v1/tenants/acme/topics/orders", None)
+        .await;
+    assert_eq!(fetched["partitions_count"], 6);
+    assert_eq!(
+        server
+            .call(M::DELETE, "/v1/tenants/acme/topics/orders", None)
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        server
+            .call(M::GET, "/v1/tenants/acme/topics/orders", None)
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    let (_, theirs) = server
+        .call(M::GET, "/v1/tenants/beta/topics/orders", None)
+        .await;
+    assert_eq!(theirs["partitions_count"], 1);
 }

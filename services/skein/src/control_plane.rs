@@ -12,6 +12,7 @@ use rand::RngCore;
 use skein_catalog::Catalog;
 use skein_control_plane::{
     AdminAuth, AdminState, ControllerConfig, ControllerService, JwtConfig, Leadership, LeaseKeeper,
+    TopicOps,
 };
 use skein_proto::controller::controller_server::ControllerServer;
 use std::sync::Arc;
@@ -168,6 +169,11 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
     let state = AdminState {
         catalog: catalog.clone(),
         auth,
+        topics: Some(TopicOps::new(
+            catalog.clone(),
+            config.clone(),
+            Arc::clone(&leadership),
+        )),
     };
     skein_control_plane::serve_admin(listener, state, async move {
         tokio::select! {

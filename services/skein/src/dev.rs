@@ -92,6 +92,8 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
                 bootstrap_token: None,
                 jwt: Some(jwt),
             },
+            // The broker does not join a controller yet, so topics are changed through Kafka.
+            topics: None,
         },
         async {
             let _ = admin_stopped.await;

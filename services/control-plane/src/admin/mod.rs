@@ -1,4 +1,5 @@
-//! The admin REST API: tenants, principals, API keys, ACLs and quotas, under `/v1/tenants`,
+//! The admin REST API: tenants, principals, API keys, ACLs, quotas and topics, under
+//! `/v1/tenants`,
 //! in the shape of Confluent's v3 API (`kind`, `metadata.self`, lists with `data` and
 //! `metadata.next`). Every call but `GET /openapi.json` needs an admin token (`auth.rs`);
 //! every error is a problem details body (`problem.rs`); request bodies refuse unknown fields
@@ -12,6 +13,7 @@ pub mod principals;
 mod problem;
 pub mod quotas;
 pub mod tenants;
+pub mod topics;
 
 use std::sync::Arc;
 
@@ -34,6 +36,8 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 pub struct AdminState {
     pub catalog: Catalog,
     pub auth: AdminAuth,
+    /// Topic changes (placement on live brokers); `None` where no controller runs.
+    pub topics: Option<crate::TopicOps>,
 }
 
 /// Where a resource lives.
@@ -57,7 +61,7 @@ pub struct ListMetadata {
 /// The admin API's OpenAPI document.
 #[derive(Debug, OpenApi)]
 #[openapi(
-    info(title = "Skein admin API", description = "Tenants, principals, API keys, ACLs and quotas."),
+    info(title = "Skein admin API", description = "Tenants, principals, API keys, ACLs, quotas and topics."),
     paths(
         tenants::list,
         tenants::create,
@@ -77,6 +81,11 @@ pub struct ListMetadata {
         quotas::delete_tenant,
         quotas::set_principal,
         quotas::delete_principal,
+        topics::list,
+        topics::create,
+        topics::get,
+        topics::update,
+        topics::delete,
     ),
     components(schemas(Problem, ResourceMetadata, ListMetadata)),
     modifiers(&BearerAuth),
@@ -148,6 +157,16 @@ pub fn admin_router(state: AdminState) -> Router {
             get(acls::list).post(acls::create).delete(acls::delete),
         )
         .route(&format!("{tenant}/quotas"), get(quotas::list))
+        .route(
+            &format!("{tenant}/topics"),
+            get(topics::list).post(topics::create),
+        )
+        .route(
+            &format!("{tenant}/topics/{{topic}}"),
+            get(topics::get)
+                .patch(topics::update)
+                .delete(topics::delete),
+        )
         .route(
             &format!("{tenant}/quota"),
             put(quotas::set_tenant).delete(quotas::delete_tenant),

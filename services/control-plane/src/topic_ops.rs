@@ -1,0 +1,160 @@
+//! Topic changes shared by the gRPC controller and the admin API: placement of replicas on
+//! live brokers and the catalog writes, accepted only on the active controller. Each caller
+//! maps [`TopicOpError`] once, to a gRPC status or a problem.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use skein_catalog::{Catalog, CatalogError, NewTopic, Partition, Topic};
+
+use crate::controller::{now_ms, ControllerConfig, Leadership};
+
+/// Why a topic change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TopicOpError {
+    #[error("this replica is not the active controller; try another")]
+    NotActive,
+    #[error("{0}")]
+    Invalid(String),
+    #[error("replication factor {replication} is larger than the {live} live broker(s)")]
+    NotEnoughBrokers { replication: i32, live: usize },
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+/// A topic with its partitions.
+pub type TopicWithPartitions = (Topic, Vec<Partition>);
+
+/// Creates, grows, deletes and describes tenants' topics.
+#[derive(Debug, Clone)]
+pub struct TopicOps {
+    catalog: Catalog,
+    config: ControllerConfig,
+    leadership: Arc<Leadership>,
+}
+
+impl TopicOps {
+    pub fn new(catalog: Catalog, config: ControllerConfig, leadership: Arc<Leadership>) -> Self {
+        Self {
+            catalog,
+            config,
+            leadership,
+        }
+    }
+
+    fn require_active(&self) -> Result<i64, TopicOpError> {
+        self.leadership
+            .active_epoch()
+            .ok_or(TopicOpError::NotActive)
+    }
+
+    /// Replicas for partitions `first..first + count` over the live brokers (by node id):
+    /// partition `p` gets brokers `p, p + 1, ...` modulo their number, so a topic's leaders
+    /// (first replicas) spread evenly.
+    async fn place(
+        &self,
+        first: i32,
+        count: i32,
+        replication: i32,
+    ) -> Result<Vec<Vec<i32>>, TopicOpError> {
+        if replication <= 0 {
+            return Err(TopicOpError::Invalid(format!(
+                "replication factor {replication} must be positive"
+            )));
+        }
+        let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
+        let live = self.catalog.live_brokers(now_ms() - session).await?;
+        if live.len() < replication as usize {
+            return Err(TopicOpError::NotEnoughBrokers {
+                replication,
+                live: live.len(),
+            });
+        }
+        let ids: Vec<i32> = live.iter().map(|b| b.node_id).collect();
+        Ok((first..first + count)
+            .map(|p| {
+                (0..replication)
+                    .map(|r| ids[(p as usize + r as usize) % ids.len()])
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// A tenant's topic with its partitions.
+    pub async fn describe(
+        &self,
+        tenant: &str,
+        name: &str,
+    ) -> Result<TopicWithPartitions, TopicOpError> {
+        let tenant = self.catalog.tenant_by_name(tenant).await?;
+        let topic = self.catalog.topic(&tenant.id, name).await?;
+        let partitions = self.catalog.partitions(&topic.id).await?;
+        Ok((topic, partitions))
+    }
+
+    /// Creates a topic of `partitions` partitions, each on `replication` live brokers.
+    pub async fn create(
+        &self,
+        tenant: &str,
+        name: &str,
+        partitions: i32,
+        replication: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicWithPartitions, TopicOpError> {
+        self.require_active()?;
+        if partitions <= 0 {
+            return Err(TopicOpError::Invalid(format!(
+                "partition count {partitions} must be positive"
+            )));
+        }
+        let owner = self.catalog.tenant_by_name(tenant).await?;
+        let placement = self.place(0, partitions, replication).await?;
+        let topic = NewTopic {
+            name: name.to_owned(),
+            placement,
+            configs,
+        };
+        self.catalog.create_topic(&owner.id, &topic).await?;
+        tracing::info!(%tenant, topic = %name, partitions, replication, "created topic");
+        self.describe(tenant, name).await
+    }
+
+    /// Grows a topic to `count` partitions.
+    pub async fn grow(
+        &self,
+        tenant: &str,
+        name: &str,
+        count: i32,
+    ) -> Result<TopicWithPartitions, TopicOpError> {
+        self.require_active()?;
+        let owner = self.catalog.tenant_by_name(tenant).await?;
+        let topic = self.catalog.topic(&owner.id, name).await?;
+        if count <= topic.partitions {
+            return Err(TopicOpError::Invalid(format!(
+                "topic {name:?} has {} partitions; the new count must be larger, not {count}",
+                topic.partitions
+            )));
+        }
+        let placement = self
+            .place(
+                topic.partitions,
+                count - topic.partitions,
+                topic.replication_factor,
+            )
+            .await?;
+        self.catalog
+            .add_partitions(&topic.id, topic.partitions, &placement)
+            .await?;
+        tracing::info!(%tenant, topic = %name, count, "grew topic");
+        self.describe(tenant, name).await
+    }
+
+    /// Deletes a topic.
+    pub async fn delete(&self, tenant: &str, name: &str) -> Result<(), TopicOpError> {
+        self.require_active()?;
+        let owner = self.catalog.tenant_by_name(tenant).await?;
+        self.catalog.delete_topic(&owner.id, name).await?;
+        tracing::info!(%tenant, topic = %name, "deleted topic");
+        Ok(())
+    }
+}
