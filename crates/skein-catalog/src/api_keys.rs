@@ -6,7 +6,7 @@ use argon2::Argon2;
 use rand::RngCore;
 use sqlx::Row;
 
-use crate::{new_id, now_ms, Catalog, CatalogError, Result};
+use crate::{found, new_id, now_ms, Catalog, CatalogError, Result};
 
 /// A new key: the only time its secret is known outside the caller's hands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,13 +134,7 @@ impl Catalog {
                 .bind(id)
                 .execute(&self.pool)
                 .await?;
-        if updated.rows_affected() == 0 {
-            return Err(CatalogError::NotFound {
-                what: "API key",
-                name: id.to_owned(),
-            });
-        }
-        Ok(())
+        found(updated, "API key", id)
     }
 
     /// Checks a presented key; on success records its use and returns the key's principal id.

@@ -136,6 +136,21 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// `NotFound` when a change by key touched no row.
+pub(crate) fn found(
+    result: sqlx::any::AnyQueryResult,
+    what: &'static str,
+    name: &str,
+) -> Result<()> {
+    if result.rows_affected() == 0 {
+        return Err(CatalogError::NotFound {
+            what,
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use sqlx::Row;
 
-use crate::{new_id, now_ms, Catalog, CatalogError, Result};
+use crate::{found, new_id, now_ms, Catalog, CatalogError, Result};
 
 /// Who a principal is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,12 +155,6 @@ impl Catalog {
             .bind(name)
             .execute(&self.pool)
             .await?;
-        if deleted.rows_affected() == 0 {
-            return Err(CatalogError::NotFound {
-                what: "principal",
-                name: name.to_owned(),
-            });
-        }
-        Ok(())
+        found(deleted, "principal", name)
     }
 }

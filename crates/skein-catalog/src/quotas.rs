@@ -2,7 +2,7 @@
 
 use sqlx::Row;
 
-use crate::{Catalog, CatalogError, Result};
+use crate::{found, Catalog, CatalogError, Result};
 
 /// Limits; `None` is unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -104,12 +104,6 @@ impl Catalog {
             .bind(principal_id.unwrap_or(""))
             .execute(&self.pool)
             .await?;
-        if deleted.rows_affected() == 0 {
-            return Err(CatalogError::NotFound {
-                what: "quota",
-                name: principal_id.unwrap_or("(tenant)").to_owned(),
-            });
-        }
-        Ok(())
+        found(deleted, "quota", principal_id.unwrap_or("(tenant)"))
     }
 }

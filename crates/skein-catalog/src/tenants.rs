@@ -3,7 +3,7 @@
 use sqlx::Row;
 
 use crate::names::validate_tenant_name;
-use crate::{new_id, now_ms, Catalog, CatalogError, Result};
+use crate::{found, new_id, now_ms, Catalog, CatalogError, Result};
 
 /// A tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,12 +73,6 @@ impl Catalog {
             .bind(name)
             .execute(&self.pool)
             .await?;
-        if deleted.rows_affected() == 0 {
-            return Err(CatalogError::NotFound {
-                what: "tenant",
-                name: name.to_owned(),
-            });
-        }
-        Ok(())
+        found(deleted, "tenant", name)
     }
 }

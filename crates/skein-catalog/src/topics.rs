@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use sqlx::Row;
 
 use crate::names::validate_topic_name;
-use crate::{new_id, now_ms, Catalog, CatalogError, Result};
+use crate::{found, new_id, now_ms, Catalog, CatalogError, Result};
 
 /// A topic as created: its partitions' replicas are given by the placement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,13 +259,7 @@ impl Catalog {
             .bind(name)
             .execute(&self.pool)
             .await?;
-        if deleted.rows_affected() == 0 {
-            return Err(CatalogError::NotFound {
-                what: "topic",
-                name: name.to_owned(),
-            });
-        }
-        Ok(())
+        found(deleted, "topic", name)
     }
 
     /// Adds partitions placed by `placement` to a topic, atomically: the count moves from
