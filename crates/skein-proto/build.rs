@@ -9,6 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;
+    println!("cargo:rerun-if-changed={root}");
     for file in &files {
         println!("cargo:rerun-if-changed={file}");
     }

@@ -252,6 +252,29 @@ impl Catalog {
         })
     }
 
+    /// Replaces a topic's config overrides, in one transaction.
+    pub async fn set_topic_configs(
+        &self,
+        topic_id: &str,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM topic_configs WHERE topic_id = $1")
+            .bind(topic_id)
+            .execute(&mut *tx)
+            .await?;
+        for (name, value) in configs {
+            sqlx::query("INSERT INTO topic_configs (topic_id, name, value) VALUES ($1, $2, $3)")
+                .bind(topic_id)
+                .bind(name)
+                .bind(value)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Deletes a tenant's topic, its configs and partitions.
     pub async fn delete_topic(&self, tenant_id: &str, name: &str) -> Result<()> {
         let deleted = sqlx::query("DELETE FROM topics WHERE tenant_id = $1 AND name = $2")

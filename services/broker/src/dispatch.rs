@@ -99,7 +99,7 @@ pub(crate) async fn dispatch(
                 key,
                 version,
                 id,
-                &handler::metadata::handle(broker, request, version),
+                &handler::metadata::handle(broker, request, version).await,
             )
         }
         ApiKey::Produce => {
@@ -131,7 +131,7 @@ pub(crate) async fn dispatch(
                 key,
                 version,
                 id,
-                &handler::admin::create_topics(broker, request, version),
+                &handler::admin::create_topics(broker, request, version).await,
             )
         }
         ApiKey::DeleteTopics => {
@@ -140,7 +140,7 @@ pub(crate) async fn dispatch(
                 key,
                 version,
                 id,
-                &handler::admin::delete_topics(broker, request, version),
+                &handler::admin::delete_topics(broker, request, version).await,
             )
         }
         ApiKey::CreatePartitions => {
@@ -149,7 +149,7 @@ pub(crate) async fn dispatch(
                 key,
                 version,
                 id,
-                &handler::admin::create_partitions(broker, request),
+                &handler::admin::create_partitions(broker, request).await,
             )
         }
         ApiKey::DeleteRecords => {
@@ -264,7 +264,7 @@ pub(crate) async fn dispatch(
                 key,
                 version,
                 id,
-                &handler::configs::incremental_alter(broker, request),
+                &handler::configs::incremental_alter(broker, request).await,
             )
         }
         ApiKey::DeleteGroups => {

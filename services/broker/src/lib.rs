@@ -11,6 +11,7 @@
 
 pub mod config;
 mod connection;
+pub mod controller_link;
 mod dispatch;
 mod fetch_session;
 mod group;
@@ -59,7 +60,63 @@ pub struct Broker {
 }
 
 impl Broker {
+    /// A broker on its own: topics from `<data>/topics`.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
+        let topics = TopicRegistry::open(&config.data_dir)?;
+        Self::open_with(config, topics)
+    }
+
+    /// A broker whose topics come from the controller: its first metadata snapshot fills the
+    /// registry, and [`Broker::follow_controller`] applies the ones after it.
+    pub async fn open_controlled(
+        config: BrokerConfig,
+        link: controller_link::ControllerLink,
+    ) -> anyhow::Result<(Arc<Self>, controller_link::Snapshots)> {
+        let mut snapshots = link.watch().await?;
+        let first = snapshots
+            .message()
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("the controller closed the metadata stream"))?;
+        let topics = TopicRegistry::controlled(link.clone(), link.topics_of(&first));
+        let broker = tokio::task::spawn_blocking(move || Self::open_with(config, topics)).await??;
+        Ok((broker, snapshots))
+    }
+
+    /// Applies metadata snapshots until the task is aborted: deleted (or recreated) topics
+    /// lose their logs, changed ones get their new settings. A broken stream is reopened.
+    pub fn follow_controller(
+        self: &Arc<Self>,
+        link: controller_link::ControllerLink,
+        mut snapshots: controller_link::Snapshots,
+    ) -> tokio::task::JoinHandle<()> {
+        let broker = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                match snapshots.message().await {
+                    Ok(Some(snapshot)) => {
+                        let replaced = broker.topics.replace_all(link.topics_of(&snapshot));
+                        for gone in &replaced.removed {
+                            tracing::info!(topic = %gone.name, "topic deleted by the controller");
+                            broker.drop_partitions(gone);
+                        }
+                        for changed in &replaced.changed {
+                            broker.apply_settings(changed);
+                        }
+                    }
+                    Ok(None) | Err(_) => {
+                        tracing::warn!("metadata stream ended; reopening");
+                        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                        match link.watch().await {
+                            Ok(reopened) => snapshots = reopened,
+                            Err(e) => tracing::warn!(error = %e, "metadata stream unavailable"),
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    fn open_with(config: BrokerConfig, topics: TopicRegistry) -> anyhow::Result<Arc<Self>> {
         let logs = LogManager::open(
             config.data_dir.join("logs"),
             LogManagerConfig {
@@ -68,7 +125,6 @@ impl Broker {
             },
             Arc::new(SystemClock),
         )?;
-        let topics = TopicRegistry::open(&config.data_dir)?;
         let offsets = group::OffsetStore::open(&logs)?;
         let producer_ids = producer::ProducerIds::open(&config.data_dir);
         let groups = group::Coordinator::new(std::time::Duration::from_millis(
@@ -131,6 +187,17 @@ impl Broker {
             .get("min.insync.replicas")
             .and_then(|v| v.parse().ok())
             .unwrap_or(self.config.default_min_insync_replicas)
+    }
+
+    /// Forgets a deleted topic's partitions: producer state and logs.
+    pub(crate) fn drop_partitions(&self, info: &TopicInfo) {
+        for partition in 0..info.partitions {
+            let tp = TopicPartition::new(&info.name, partition);
+            self.producers.forget(&tp);
+            if let Err(e) = self.logs.delete(&tp) {
+                tracing::warn!(topic = %info.name, partition, error = %e, "failed to delete partition log");
+            }
+        }
     }
 
     /// Applies a topic's settings to its open partition logs.

@@ -1,6 +1,7 @@
-//! The topics this broker serves: the one interface handlers read metadata through. Here it
-//! is kept in a file under the data directory; the control plane will serve the same
-//! interface later.
+//! The topics this broker serves: the one interface handlers read metadata through. Its
+//! source is either a file under the data directory (a broker on its own) or the cluster's
+//! controller: then changes are forwarded to it, and the metadata stream keeps this copy
+//! current (`replace_all`).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -32,6 +33,8 @@ pub enum TopicError {
     NotFound { name: String },
     #[error("topic {name} has {current} partitions; a new count must be larger")]
     PartitionsNotIncreased { name: String, current: i32 },
+    #[error(transparent)]
+    Controller(#[from] crate::controller_link::ControllerError),
     #[error("failed to persist topics in {path}")]
     Io {
         path: PathBuf,
@@ -40,12 +43,29 @@ pub enum TopicError {
     },
 }
 
-/// Topics persisted as lines `name partitions uuid [config=value ...]` in `<data>/topics`,
-/// replaced atomically.
+/// The topics, read from memory; changed through their source.
 #[derive(Debug)]
 pub struct TopicRegistry {
-    path: PathBuf,
+    source: Source,
     topics: RwLock<BTreeMap<String, TopicInfo>>,
+}
+
+/// Where topic changes go.
+#[derive(Debug)]
+enum Source {
+    /// Lines `name partitions uuid [config=value ...]` in `<data>/topics`, replaced atomically.
+    File(PathBuf),
+    /// The cluster's controller, which answers with the changed topic.
+    Controller(Box<crate::controller_link::ControllerLink>),
+}
+
+/// What a metadata snapshot changed.
+#[derive(Debug, Default)]
+pub struct Replaced {
+    /// Topics gone (or recreated under a new id): their logs are stale.
+    pub removed: Vec<TopicInfo>,
+    /// Topics whose partition count or configs changed.
+    pub changed: Vec<TopicInfo>,
 }
 
 /// Kafka's rule for topic names: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -102,9 +122,46 @@ impl TopicRegistry {
             }
         }
         Ok(Self {
-            path,
+            source: Source::File(path),
             topics: RwLock::new(topics),
         })
+    }
+
+    /// Topics served from the controller, starting from `initial` (its first snapshot).
+    pub fn controlled(
+        link: crate::controller_link::ControllerLink,
+        initial: Vec<TopicInfo>,
+    ) -> Self {
+        let topics = initial.into_iter().map(|t| (t.name.clone(), t)).collect();
+        Self {
+            source: Source::Controller(Box::new(link)),
+            topics: RwLock::new(topics),
+        }
+    }
+
+    /// Whether the controller is the source of truth.
+    pub fn is_controlled(&self) -> bool {
+        matches!(self.source, Source::Controller(_))
+    }
+
+    /// Replaces every topic with the controller's view; says what changed.
+    pub fn replace_all(&self, latest: Vec<TopicInfo>) -> Replaced {
+        let latest: BTreeMap<String, TopicInfo> =
+            latest.into_iter().map(|t| (t.name.clone(), t)).collect();
+        let mut topics = self.topics.write();
+        let mut replaced = Replaced::default();
+        for (name, old) in topics.iter() {
+            match latest.get(name) {
+                Some(new) if new.id == old.id => {
+                    if new != old {
+                        replaced.changed.push(new.clone());
+                    }
+                }
+                _ => replaced.removed.push(old.clone()),
+            }
+        }
+        *topics = latest;
+        replaced
     }
 
     pub fn get(&self, name: &str) -> Option<TopicInfo> {
@@ -115,21 +172,50 @@ impl TopicRegistry {
         self.topics.read().values().cloned().collect()
     }
 
-    pub fn create(&self, name: &str, partitions: i32) -> Result<TopicInfo, TopicError> {
-        self.create_checked(name, partitions, BTreeMap::new(), false)
+    pub async fn create(&self, name: &str, partitions: i32) -> Result<TopicInfo, TopicError> {
+        self.create_checked(name, partitions, 1, BTreeMap::new(), false)
+            .await
     }
 
-    /// Creates a topic, or with `validate_only` only checks that it could be created.
-    pub fn create_checked(
+    /// Creates a topic, or with `validate_only` only checks that it could be created. The
+    /// replication factor matters only to a controller (a broker on its own has one replica).
+    pub async fn create_checked(
         &self,
         name: &str,
         partitions: i32,
+        replication_factor: i32,
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicInfo, TopicError> {
         validate_name(name)?;
         if !(1..=100_000).contains(&partitions) {
             return Err(TopicError::InvalidPartitions { partitions });
+        }
+        if let Source::Controller(link) = &self.source {
+            if self.get(name).is_some() {
+                return Err(TopicError::AlreadyExists {
+                    name: name.to_owned(),
+                });
+            }
+            if validate_only {
+                return Ok(TopicInfo {
+                    name: name.to_owned(),
+                    id: Uuid::nil(),
+                    partitions,
+                    configs,
+                });
+            }
+            let info = link
+                .create_topic(name, partitions, replication_factor, configs)
+                .await
+                .map_err(|e| match e.code {
+                    tonic::Code::AlreadyExists => TopicError::AlreadyExists {
+                        name: name.to_owned(),
+                    },
+                    _ => TopicError::Controller(e),
+                })?;
+            self.topics.write().insert(name.to_owned(), info.clone());
+            return Ok(info);
         }
         let mut topics = self.topics.write();
         if topics.contains_key(name) {
@@ -155,11 +241,16 @@ impl TopicRegistry {
     }
 
     /// Replaces a topic's config overrides (already checked by the caller).
-    pub fn set_configs(
+    pub async fn set_configs(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicInfo, TopicError> {
+        if let Source::Controller(link) = &self.source {
+            let info = link.set_configs(name, configs).await?;
+            self.topics.write().insert(name.to_owned(), info.clone());
+            return Ok(info);
+        }
         let mut topics = self.topics.write();
         let Some(info) = topics.get(name).cloned() else {
             return Err(TopicError::NotFound {
@@ -179,7 +270,22 @@ impl TopicRegistry {
     }
 
     /// Removes a topic; its logs are the caller's to delete.
-    pub fn delete(&self, name: &str) -> Result<TopicInfo, TopicError> {
+    pub async fn delete(&self, name: &str) -> Result<TopicInfo, TopicError> {
+        if let Source::Controller(link) = &self.source {
+            let Some(info) = self.get(name) else {
+                return Err(TopicError::NotFound {
+                    name: name.to_owned(),
+                });
+            };
+            link.delete_topic(name).await.map_err(|e| match e.code {
+                tonic::Code::NotFound => TopicError::NotFound {
+                    name: name.to_owned(),
+                },
+                _ => TopicError::Controller(e),
+            })?;
+            self.topics.write().remove(name);
+            return Ok(info);
+        }
         let mut topics = self.topics.write();
         let Some(info) = topics.remove(name) else {
             return Err(TopicError::NotFound {
@@ -194,14 +300,13 @@ impl TopicRegistry {
     }
 
     /// Raises a topic's partition count (partitions are never removed).
-    pub fn add_partitions(
+    pub async fn add_partitions(
         &self,
         name: &str,
         count: i32,
         validate_only: bool,
     ) -> Result<TopicInfo, TopicError> {
-        let mut topics = self.topics.write();
-        let Some(info) = topics.get(name).cloned() else {
+        let Some(info) = self.get(name) else {
             return Err(TopicError::NotFound {
                 name: name.to_owned(),
             });
@@ -222,6 +327,12 @@ impl TopicRegistry {
         if validate_only {
             return Ok(updated);
         }
+        if let Source::Controller(link) = &self.source {
+            let grown = link.create_partitions(name, count).await?;
+            self.topics.write().insert(name.to_owned(), grown.clone());
+            return Ok(grown);
+        }
+        let mut topics = self.topics.write();
         topics.insert(name.to_owned(), updated.clone());
         if let Err(e) = self.persist(&topics) {
             topics.insert(name.to_owned(), info);
@@ -231,11 +342,14 @@ impl TopicRegistry {
     }
 
     fn persist(&self, topics: &BTreeMap<String, TopicInfo>) -> Result<(), TopicError> {
+        let Source::File(path) = &self.source else {
+            return Ok(()); // the controller holds them
+        };
         let io = |source| TopicError::Io {
-            path: self.path.clone(),
+            path: path.clone(),
             source,
         };
-        let tmp = self.path.with_extension("tmp");
+        let tmp = path.with_extension("tmp");
         let mut file = fs::File::create(&tmp).map_err(io)?;
         for t in topics.values() {
             write!(file, "{} {} {}", t.name, t.partitions, t.id).map_err(io)?;
@@ -245,6 +359,6 @@ impl TopicRegistry {
             writeln!(file).map_err(io)?;
         }
         file.sync_all().map_err(io)?;
-        fs::rename(&tmp, &self.path).map_err(io)
+        fs::rename(&tmp, path).map_err(io)
     }
 }

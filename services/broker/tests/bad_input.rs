@@ -191,8 +191,9 @@ mod produce_errors {
         let b = broker.broker.as_ref().unwrap();
         let mut configs = BTreeMap::new();
         configs.insert("max.message.bytes".to_owned(), "1000".to_owned());
-        b.topics
-            .create_checked("strict", 1, configs, false)
+        broker
+            .runtime
+            .block_on(b.topics.create_checked("strict", 1, 1, configs, false))
             .unwrap();
 
         let mut corrupt = batch(10);

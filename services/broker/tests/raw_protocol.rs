@@ -165,13 +165,7 @@ fn partitions(response: &FetchResponse) -> Vec<(i32, usize)> {
 #[test]
 fn incremental_fetches_carry_only_what_changed() {
     let broker = TestBroker::start();
-    broker
-        .broker
-        .as_ref()
-        .unwrap()
-        .topics
-        .create("sessions", 3)
-        .unwrap();
+    broker.create_topic("sessions", 3);
     let mut client = Client::connect(&broker);
     for p in 0..3 {
         client.produce("sessions", p, "first");
@@ -217,13 +211,7 @@ fn list_offsets_answers_latest_earliest_and_the_largest_timestamp() {
     use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
     let broker = TestBroker::start();
-    broker
-        .broker
-        .as_ref()
-        .unwrap()
-        .topics
-        .create("sessions", 1)
-        .unwrap();
+    broker.create_topic("sessions", 1);
     let mut client = Client::connect(&broker);
     for (value, ts) in [("a", 5), ("b", 90), ("c", 20), ("d", 90), ("e", 7)] {
         client.produce_at("sessions", 0, value, 1_700_000_000_000 + ts);
@@ -260,13 +248,7 @@ fn list_offsets_answers_latest_earliest_and_the_largest_timestamp() {
 #[test]
 fn fetch_v13_names_topics_by_id() {
     let broker = TestBroker::start();
-    let info = broker
-        .broker
-        .as_ref()
-        .unwrap()
-        .topics
-        .create("sessions", 1)
-        .unwrap();
+    let info = broker.create_topic("sessions", 1);
     let mut client = Client::connect(&broker);
     client.produce("sessions", 0, "by-id");
     let response = client.fetch_as(17, Some(info.id), 0, -1, &[(0, 0)]);
@@ -290,13 +272,7 @@ fn pipelined_requests_are_answered_in_order() {
     use kafka_protocol::messages::{ListOffsetsResponse, MetadataResponse};
 
     let broker = TestBroker::start();
-    broker
-        .broker
-        .as_ref()
-        .unwrap()
-        .topics
-        .create("sessions", 1)
-        .unwrap();
+    broker.create_topic("sessions", 1);
     let mut client = Client::connect(&broker);
     // Twenty requests of three kinds in one write, then the answers.
     let mut frames = Vec::new();
@@ -366,13 +342,7 @@ fn offset_fetch_v8_answers_several_groups_at_once() {
     };
 
     let broker = TestBroker::start();
-    broker
-        .broker
-        .as_ref()
-        .unwrap()
-        .topics
-        .create("sessions", 2)
-        .unwrap();
+    broker.create_topic("sessions", 2);
     let mut client = Client::connect(&broker);
     let group = |g: &str| GroupId(StrBytes::from_string(g.to_owned()));
     // Standalone commits (no generation), as a consumer with manual assignment makes them.

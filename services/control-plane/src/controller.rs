@@ -131,7 +131,8 @@ impl ControllerService {
         }
     }
 
-    async fn snapshot(&self) -> Result<pb::MetadataSnapshot, CatalogError> {
+    /// The metadata now; `None` when the catalog changed while it was read.
+    async fn snapshot(&self) -> Result<Option<pb::MetadataSnapshot>, CatalogError> {
         let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
         let brokers = self
             .catalog
@@ -149,21 +150,21 @@ impl ControllerService {
         for p in self.catalog.all_partitions().await? {
             partitions.entry(p.topic_id.clone()).or_default().push(p);
         }
-        let topics = self
-            .catalog
-            .all_topics()
-            .await?
-            .into_iter()
-            .map(|(tenant, topic)| {
-                let parts = partitions.remove(&topic.id).unwrap_or_default();
-                topic_message(&tenant, topic, parts)
-            })
-            .collect();
-        Ok(pb::MetadataSnapshot {
+        let mut topics = Vec::new();
+        for (tenant, topic) in self.catalog.all_topics().await? {
+            let parts = partitions.remove(&topic.id).unwrap_or_default();
+            // The reads are not one transaction: a topic created or grown between them shows
+            // fewer partitions than its count. Such a snapshot is not sent; the next one is.
+            if parts.len() != usize::try_from(topic.partitions).unwrap_or(0) {
+                return Ok(None);
+            }
+            topics.push(topic_message(&tenant, topic, parts));
+        }
+        Ok(Some(pb::MetadataSnapshot {
             version: 0,
             brokers,
             topics,
-        })
+        }))
     }
 }
 
@@ -310,6 +311,25 @@ impl Controller for ControllerService {
         }))
     }
 
+    async fn alter_topic_configs(
+        &self,
+        request: Request<pb::AlterTopicConfigsRequest>,
+    ) -> Result<Response<pb::TopicResponse>, Status> {
+        let request = request.into_inner();
+        let (topic, partitions) = self
+            .topics
+            .set_configs(
+                &request.tenant,
+                &request.name,
+                request.configs.into_iter().collect(),
+            )
+            .await
+            .map_err(op_status)?;
+        Ok(Response::new(pb::TopicResponse {
+            topic: Some(topic_message(&request.tenant, topic, partitions)),
+        }))
+    }
+
     async fn allocate_producer_ids(
         &self,
         request: Request<pb::AllocateProducerIdsRequest>,
@@ -339,7 +359,7 @@ impl Controller for ControllerService {
             let mut version = 0i64;
             loop {
                 match service.snapshot().await {
-                    Ok(snapshot) if last.as_ref() != Some(&snapshot) => {
+                    Ok(Some(snapshot)) if last.as_ref() != Some(&snapshot) => {
                         version += 1;
                         let sent = pb::MetadataSnapshot {
                             version,

@@ -149,6 +149,21 @@ impl TopicOps {
         self.describe(tenant, name).await
     }
 
+    /// Replaces a topic's config overrides (checked by the broker that forwards them).
+    pub async fn set_configs(
+        &self,
+        tenant: &str,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicWithPartitions, TopicOpError> {
+        self.require_active()?;
+        let owner = self.catalog.tenant_by_name(tenant).await?;
+        let topic = self.catalog.topic(&owner.id, name).await?;
+        self.catalog.set_topic_configs(&topic.id, &configs).await?;
+        tracing::info!(%tenant, topic = %name, "set topic configs");
+        self.describe(tenant, name).await
+    }
+
     /// Deletes a topic.
     pub async fn delete(&self, tenant: &str, name: &str) -> Result<(), TopicOpError> {
         self.require_active()?;

@@ -118,15 +118,41 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         "running retention and compaction every {}s; press Ctrl-C to stop",
         args.maintenance_interval_secs
     );
-    let mut ticks =
-        tokio::time::interval(Duration::from_secs(args.maintenance_interval_secs.max(1)));
+    maintain_until_signal(
+        &broker,
+        args.maintenance_interval_secs,
+        &mut interrupt,
+        &mut terminate,
+    )
+    .await?;
+    println!("shutting down: flushing and closing every log");
+    let _ = stop.send(());
+    let _ = admin_stop.send(());
+    server.await?;
+    admin.await?.context("the admin API failed")?;
+    catalog.close().await;
+    tokio::task::spawn_blocking(move || broker.shutdown())
+        .await?
+        .context("failed to close the logs cleanly")?;
+    println!("closed cleanly");
+    Ok(())
+}
+
+/// Runs retention and compaction every `interval_secs` until SIGINT or SIGTERM.
+pub(crate) async fn maintain_until_signal(
+    broker: &Arc<Broker>,
+    interval_secs: u64,
+    interrupt: &mut tokio::signal::unix::Signal,
+    terminate: &mut tokio::signal::unix::Signal,
+) -> anyhow::Result<()> {
+    let mut ticks = tokio::time::interval(Duration::from_secs(interval_secs.max(1)));
     ticks.tick().await;
     loop {
         tokio::select! {
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
             _ = ticks.tick() => {
-                let b = Arc::clone(&broker);
+                let b = Arc::clone(broker);
                 match tokio::task::spawn_blocking(move || b.logs.maintain()).await? {
                     Ok(report) if report.retention.segments_deleted > 0 || report.compaction.segments_rewritten > 0 => {
                         tracing::info!(
@@ -141,15 +167,5 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             }
         }
     }
-    println!("shutting down: flushing and closing every log");
-    let _ = stop.send(());
-    let _ = admin_stop.send(());
-    server.await?;
-    admin.await?.context("the admin API failed")?;
-    catalog.close().await;
-    tokio::task::spawn_blocking(move || broker.shutdown())
-        .await?
-        .context("failed to close the logs cleanly")?;
-    println!("closed cleanly");
     Ok(())
 }

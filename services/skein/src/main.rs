@@ -1,6 +1,7 @@
 //! `skein`: runs Skein and its tools.
 
 mod bench;
+mod broker;
 mod config;
 mod control_plane;
 mod dev;
@@ -33,6 +34,8 @@ enum Command {
     /// Inspect log files
     #[command(subcommand)]
     Log(LogCommand),
+    /// Run a broker that joins the cluster's controller (a control-plane replica)
+    Broker(broker::BrokerArgs),
     /// Run the control plane (the admin REST API) on a PostgreSQL or SQLite catalog
     ControlPlane(control_plane::ControlPlaneArgs),
     /// Apply the catalog's pending schema migrations (PostgreSQL or SQLite)
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Log(LogCommand::Dump { path, records }) => dump::run(&path, records),
         Command::Migrate(args) => migrate::run(args),
         Command::ControlPlane(args) => control_plane::run(args),
+        Command::Broker(args) => broker::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

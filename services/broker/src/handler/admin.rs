@@ -15,7 +15,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use skein_log::TopicPartition;
 
 use super::log_error_code;
 use crate::topics::TopicError;
@@ -31,87 +30,114 @@ fn topic_error(err: &TopicError) -> (i16, Option<StrBytes>) {
         TopicError::AlreadyExists { .. } => ResponseError::TopicAlreadyExists,
         TopicError::NotFound { .. } => ResponseError::UnknownTopicOrPartition,
         TopicError::Io { .. } => ResponseError::KafkaStorageError,
+        TopicError::Controller(e) => match e.code {
+            // Kafka clients retry NOT_CONTROLLER after refreshing metadata.
+            tonic::Code::Unavailable => ResponseError::NotController,
+            tonic::Code::FailedPrecondition => ResponseError::InvalidReplicationFactor,
+            tonic::Code::InvalidArgument => ResponseError::InvalidRequest,
+            tonic::Code::NotFound => ResponseError::UnknownTopicOrPartition,
+            tonic::Code::AlreadyExists => ResponseError::TopicAlreadyExists,
+            _ => ResponseError::UnknownServerError,
+        },
     };
     (code.code(), Some(StrBytes::from_string(err.to_string())))
 }
 
-pub(crate) fn create_topics(
+pub(crate) async fn create_topics(
     broker: &Broker,
     request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let name = topic.name.0.as_str().to_owned();
-            let result = CreatableTopicResult::default().with_name(topic.name.clone());
-            let partitions = match topic.num_partitions {
-                -1 => broker.config.default_partitions,
-                n => n,
-            };
-            let refuse = |code: ResponseError, message: String| {
-                CreatableTopicResult::default()
-                    .with_name(topic.name.clone())
-                    .with_error_code(code.code())
-                    .with_error_message(Some(StrBytes::from_string(message)))
-            };
-            if topic.replication_factor != -1 && topic.replication_factor != 1 {
-                return refuse(
-                    ResponseError::InvalidReplicationFactor,
-                    format!(
-                        "replication factor {} is larger than the 1 broker available",
-                        topic.replication_factor
-                    ),
-                );
-            }
-            if !topic.assignments.is_empty() {
-                return refuse(
-                    ResponseError::InvalidRequest,
-                    "manual replica assignments are not supported".to_owned(),
-                );
-            }
-            let overrides: std::collections::BTreeMap<String, String> = topic
-                .configs
-                .iter()
-                .filter_map(|c| {
-                    c.value
-                        .as_ref()
-                        .map(|v| (c.name.as_str().to_owned(), v.as_str().to_owned()))
-                })
-                .collect();
-            if let Err(e) = crate::topic_config::settings(&broker.defaults(), &overrides) {
-                return refuse(ResponseError::InvalidConfig, e.to_string());
-            }
-            match broker
-                .topics
-                .create_checked(&name, partitions, overrides, request.validate_only)
-            {
-                Ok(info) => {
-                    let result = if version >= 7 {
-                        result.with_topic_id(info.id)
-                    } else {
-                        result
-                    };
-                    if version >= 5 {
-                        result
-                            .with_num_partitions(info.partitions)
-                            .with_replication_factor(1)
-                    } else {
-                        result
-                    }
-                }
-                Err(e) => {
-                    let (code, message) = topic_error(&e);
-                    result.with_error_code(code).with_error_message(message)
-                }
-            }
-        })
-        .collect();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        topics.push(create_topic(broker, topic, request.validate_only, version).await);
+    }
     CreateTopicsResponse::default().with_topics(topics)
 }
 
-pub(crate) fn delete_topics(
+async fn create_topic(
+    broker: &Broker,
+    topic: kafka_protocol::messages::create_topics_request::CreatableTopic,
+    validate_only: bool,
+    version: i16,
+) -> CreatableTopicResult {
+    let name = topic.name.0.as_str().to_owned();
+    let result = CreatableTopicResult::default().with_name(topic.name.clone());
+    let partitions = match topic.num_partitions {
+        -1 => broker.config.default_partitions,
+        n => n,
+    };
+    let refuse = |code: ResponseError, message: String| {
+        CreatableTopicResult::default()
+            .with_name(topic.name.clone())
+            .with_error_code(code.code())
+            .with_error_message(Some(StrBytes::from_string(message)))
+    };
+    let controlled = broker.topics.is_controlled();
+    if !controlled && topic.replication_factor != -1 && topic.replication_factor != 1 {
+        return refuse(
+            ResponseError::InvalidReplicationFactor,
+            format!(
+                "replication factor {} is larger than the 1 broker available",
+                topic.replication_factor
+            ),
+        );
+    }
+    if !topic.assignments.is_empty() {
+        return refuse(
+            ResponseError::InvalidRequest,
+            "manual replica assignments are not supported".to_owned(),
+        );
+    }
+    let overrides: std::collections::BTreeMap<String, String> = topic
+        .configs
+        .iter()
+        .filter_map(|c| {
+            c.value
+                .as_ref()
+                .map(|v| (c.name.as_str().to_owned(), v.as_str().to_owned()))
+        })
+        .collect();
+    if let Err(e) = crate::topic_config::settings(&broker.defaults(), &overrides) {
+        return refuse(ResponseError::InvalidConfig, e.to_string());
+    }
+    let replication_factor = match topic.replication_factor {
+        -1 => 1,
+        n => i32::from(n),
+    };
+    match broker
+        .topics
+        .create_checked(
+            &name,
+            partitions,
+            replication_factor,
+            overrides,
+            validate_only,
+        )
+        .await
+    {
+        Ok(info) => {
+            let result = if version >= 7 {
+                result.with_topic_id(info.id)
+            } else {
+                result
+            };
+            if version >= 5 {
+                result
+                    .with_num_partitions(info.partitions)
+                    .with_replication_factor(replication_factor as i16)
+            } else {
+                result
+            }
+        }
+        Err(e) => {
+            let (code, message) = topic_error(&e);
+            result.with_error_code(code).with_error_message(message)
+        }
+    }
+}
+
+pub(crate) async fn delete_topics(
     broker: &Broker,
     request: DeleteTopicsRequest,
     version: i16,
@@ -138,85 +164,85 @@ pub(crate) fn delete_topics(
             .map(|n| Some(n.0.as_str().to_owned()))
             .collect()
     };
-    let responses = names
-        .into_iter()
-        .map(|name| {
-            let Some(name) = name else {
-                return DeletableTopicResult::default()
-                    .with_error_code(ResponseError::UnknownTopicId.code());
-            };
-            let result = DeletableTopicResult::default()
-                .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
-            match broker.topics.delete(&name) {
-                Ok(info) => {
-                    for partition in 0..info.partitions {
-                        let tp = TopicPartition::new(&name, partition);
-                        broker.producers.forget(&tp);
-                        if let Err(e) = broker.logs.delete(&tp) {
-                            tracing::warn!(topic = %name, partition, error = %e, "failed to delete partition log");
-                        }
-                    }
-                    if version >= 6 {
-                        result.with_topic_id(info.id)
-                    } else {
-                        result
-                    }
-                }
-                Err(e) => {
-                    let (code, message) = topic_error(&e);
-                    let result = result.with_error_code(code);
-                    if version >= 5 {
-                        result.with_error_message(message)
-                    } else {
-                        result
-                    }
-                }
-            }
-        })
-        .collect();
+    let mut responses = Vec::with_capacity(names.len());
+    for name in names {
+        responses.push(delete_topic(broker, name, version).await);
+    }
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-pub(crate) fn create_partitions(
+async fn delete_topic(broker: &Broker, name: Option<String>, version: i16) -> DeletableTopicResult {
+    let Some(name) = name else {
+        return DeletableTopicResult::default()
+            .with_error_code(ResponseError::UnknownTopicId.code());
+    };
+    let result = DeletableTopicResult::default()
+        .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+    match broker.topics.delete(&name).await {
+        Ok(info) => {
+            broker.drop_partitions(&info);
+            if version >= 6 {
+                result.with_topic_id(info.id)
+            } else {
+                result
+            }
+        }
+        Err(e) => {
+            let (code, message) = topic_error(&e);
+            let result = result.with_error_code(code);
+            if version >= 5 {
+                result.with_error_message(message)
+            } else {
+                result
+            }
+        }
+    }
+}
+
+pub(crate) async fn create_partitions(
     broker: &Broker,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
-    let results = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-            let existing = broker.topics.get(topic.name.0.as_str());
-            if let (Some(assignments), Some(existing)) = (&topic.assignments, existing) {
-                // One broker: an assignment may only place each new partition on this node.
-                let node = kafka_protocol::messages::BrokerId(broker.config.node_id);
-                let current = existing.partitions;
-                let here = assignments.iter().all(|a| a.broker_ids == [node]);
-                if !here || assignments.len() as i64 != i64::from(topic.count) - i64::from(current)
-                {
-                    return result
-                        .with_error_code(ResponseError::InvalidReplicaAssignment.code())
-                        .with_error_message(Some(StrBytes::from_string(format!(
-                            "expected one assignment of [{}] per new partition ({} new)",
-                            node.0,
-                            i64::from(topic.count) - i64::from(current)
-                        ))));
-                }
-            }
-            match broker.topics.add_partitions(
-                topic.name.0.as_str(),
-                topic.count,
-                request.validate_only,
-            ) {
-                Ok(_) => result,
-                Err(e) => {
-                    let (code, message) = topic_error(&e);
-                    result.with_error_code(code).with_error_message(message)
-                }
-            }
-        })
-        .collect();
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        results.push(create_partitions_of(broker, topic, request.validate_only).await);
+    }
     CreatePartitionsResponse::default().with_results(results)
+}
+
+async fn create_partitions_of(
+    broker: &Broker,
+    topic: kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic,
+    validate_only: bool,
+) -> CreatePartitionsTopicResult {
+    let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+    let existing = broker.topics.get(topic.name.0.as_str());
+    if let (Some(assignments), Some(existing)) = (&topic.assignments, existing) {
+        // One broker: an assignment may only place each new partition on this node.
+        let node = kafka_protocol::messages::BrokerId(broker.config.node_id);
+        let current = existing.partitions;
+        let here = assignments.iter().all(|a| a.broker_ids == [node]);
+        if !here || assignments.len() as i64 != i64::from(topic.count) - i64::from(current) {
+            return result
+                .with_error_code(ResponseError::InvalidReplicaAssignment.code())
+                .with_error_message(Some(StrBytes::from_string(format!(
+                    "expected one assignment of [{}] per new partition ({} new)",
+                    node.0,
+                    i64::from(topic.count) - i64::from(current)
+                ))));
+        }
+    }
+    match broker
+        .topics
+        .add_partitions(topic.name.0.as_str(), topic.count, validate_only)
+        .await
+    {
+        Ok(_) => result,
+        Err(e) => {
+            let (code, message) = topic_error(&e);
+            result.with_error_code(code).with_error_message(message)
+        }
+    }
 }
 
 pub(crate) fn delete_records(

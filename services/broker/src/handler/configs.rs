@@ -96,37 +96,48 @@ pub(crate) fn describe(
     DescribeConfigsResponse::default().with_results(results)
 }
 
-pub(crate) fn incremental_alter(
+pub(crate) async fn incremental_alter(
     broker: &Broker,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|resource| {
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            let refuse = |code: ResponseError, message: String| {
-                AlterConfigsResourceResponse::default()
-                    .with_resource_type(resource.resource_type)
-                    .with_resource_name(resource.resource_name.clone())
-                    .with_error_code(code.code())
-                    .with_error_message(Some(s(&message)))
-            };
-            if resource.resource_type != TOPIC {
-                return refuse(
-                    ResponseError::InvalidRequest,
-                    "only topic configs can be altered".to_owned(),
-                );
-            }
-            let Some(info) = broker.topics.get(resource.resource_name.as_str()) else {
-                return refuse(ResponseError::UnknownTopicOrPartition, "unknown topic".to_owned());
-            };
-            let mut overrides = info.configs.clone();
-            for config in &resource.configs {
-                let name = config.name.as_str().to_owned();
-                match config.config_operation {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in request.resources {
+        responses.push(alter_one(broker, resource, request.validate_only).await);
+    }
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+async fn alter_one(
+    broker: &Broker,
+    resource: kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> AlterConfigsResourceResponse {
+    let response = AlterConfigsResourceResponse::default()
+        .with_resource_type(resource.resource_type)
+        .with_resource_name(resource.resource_name.clone());
+    let refuse = |code: ResponseError, message: String| {
+        AlterConfigsResourceResponse::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name.clone())
+            .with_error_code(code.code())
+            .with_error_message(Some(s(&message)))
+    };
+    if resource.resource_type != TOPIC {
+        return refuse(
+            ResponseError::InvalidRequest,
+            "only topic configs can be altered".to_owned(),
+        );
+    }
+    let Some(info) = broker.topics.get(resource.resource_name.as_str()) else {
+        return refuse(
+            ResponseError::UnknownTopicOrPartition,
+            "unknown topic".to_owned(),
+        );
+    };
+    let mut overrides = info.configs.clone();
+    for config in &resource.configs {
+        let name = config.name.as_str().to_owned();
+        match config.config_operation {
                     SET => match &config.value {
                         Some(v) => {
                             overrides.insert(name, v.as_str().to_owned());
@@ -148,21 +159,18 @@ pub(crate) fn incremental_alter(
                         )
                     }
                 }
-            }
-            if let Err(e) = topic_config::settings(&broker.defaults(), &overrides) {
-                return refuse(ResponseError::InvalidConfig, e.to_string());
-            }
-            if request.validate_only {
-                return response;
-            }
-            match broker.topics.set_configs(&info.name, overrides) {
-                Ok(updated) => {
-                    broker.apply_settings(&updated);
-                    response
-                }
-                Err(e) => refuse(ResponseError::KafkaStorageError, e.to_string()),
-            }
-        })
-        .collect();
-    IncrementalAlterConfigsResponse::default().with_responses(responses)
+    }
+    if let Err(e) = topic_config::settings(&broker.defaults(), &overrides) {
+        return refuse(ResponseError::InvalidConfig, e.to_string());
+    }
+    if validate_only {
+        return response;
+    }
+    match broker.topics.set_configs(&info.name, overrides).await {
+        Ok(updated) => {
+            broker.apply_settings(&updated);
+            response
+        }
+        Err(e) => refuse(ResponseError::KafkaStorageError, e.to_string()),
+    }
 }

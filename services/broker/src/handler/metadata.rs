@@ -11,7 +11,11 @@ use kafka_protocol::ResponseError;
 use crate::topics::{TopicError, TopicInfo};
 use crate::Broker;
 
-pub(crate) fn handle(broker: &Broker, request: MetadataRequest, version: i16) -> MetadataResponse {
+pub(crate) async fn handle(
+    broker: &Broker,
+    request: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let node = BrokerId(broker.config.node_id);
     let requested: Option<Vec<String>> = match request.topics {
         // v0 asks for every topic with an empty list; later versions with null.
@@ -32,26 +36,38 @@ pub(crate) fn handle(broker: &Broker, request: MetadataRequest, version: i16) ->
             .iter()
             .map(|t| describe(t, node, version))
             .collect(),
-        Some(names) => names
-            .iter()
-            .map(|name| match broker.topics.get(name) {
-                Some(info) => describe(&info, node, version),
-                None if allow_create => {
-                    match broker.topics.create(name, broker.config.default_partitions) {
-                        Ok(info) => describe(&info, node, version),
-                        Err(TopicError::AlreadyExists { .. }) => match broker.topics.get(name) {
-                            Some(info) => describe(&info, node, version),
-                            None => unknown(name, ResponseError::UnknownTopicOrPartition),
-                        },
-                        Err(TopicError::InvalidName { .. }) => {
-                            unknown(name, ResponseError::InvalidTopicException)
+        Some(names) => {
+            let mut topics = Vec::with_capacity(names.len());
+            for name in &names {
+                topics.push(match broker.topics.get(name) {
+                    Some(info) => describe(&info, node, version),
+                    None if allow_create => {
+                        let created = broker
+                            .topics
+                            .create(name, broker.config.default_partitions)
+                            .await;
+                        match created {
+                            Ok(info) => describe(&info, node, version),
+                            Err(TopicError::AlreadyExists { .. }) => {
+                                match broker.topics.get(name) {
+                                    Some(info) => describe(&info, node, version),
+                                    None => unknown(name, ResponseError::UnknownTopicOrPartition),
+                                }
+                            }
+                            Err(TopicError::InvalidName { .. }) => {
+                                unknown(name, ResponseError::InvalidTopicException)
+                            }
+                            Err(e) => {
+                                tracing::warn!(topic = %name, error = %e, "auto-create failed");
+                                unknown(name, ResponseError::LeaderNotAvailable)
+                            }
                         }
-                        Err(_) => unknown(name, ResponseError::UnknownServerError),
                     }
-                }
-                None => unknown(name, ResponseError::UnknownTopicOrPartition),
-            })
-            .collect(),
+                    None => unknown(name, ResponseError::UnknownTopicOrPartition),
+                });
+            }
+            topics
+        }
     };
     MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()

@@ -76,6 +76,14 @@ impl TestBroker {
         self.run(listener);
     }
 
+    /// Creates a topic directly in the broker's registry.
+    pub fn create_topic(&self, name: &str, partitions: i32) -> skein_broker::TopicInfo {
+        let broker = self.broker.as_ref().unwrap();
+        self.runtime
+            .block_on(broker.topics.create(name, partitions))
+            .unwrap()
+    }
+
     pub fn bootstrap(&self) -> String {
         self.addr.to_string()
     }

@@ -1,0 +1,106 @@
+//! `skein broker`: a broker that joins the cluster's controller. Its topics come from the
+//! controller's metadata stream, and topic changes made through Kafka are forwarded to it.
+//! Its Kafka listener serves one tenant's topics, under their plain names; clients act as one
+//! principal (authentication and ACLs on the Kafka path come later).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use skein_broker::controller_link::{BrokerIdentity, ControllerLink};
+use skein_broker::{Broker, BrokerConfig};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct BrokerArgs {
+    /// The controller: a control-plane replica's gRPC address (http://host:port)
+    #[arg(long, env = "SKEIN_CONTROL_PLANE")]
+    control_plane: String,
+    /// The tenant whose topics this broker's Kafka listener serves
+    #[arg(long, env = "SKEIN_TENANT")]
+    tenant: String,
+    /// Where partition logs live
+    #[arg(long, env = "SKEIN_DATA_DIR", default_value = "./skein-data")]
+    data_dir: PathBuf,
+    /// Address the Kafka listener binds (port 0 picks a free one)
+    #[arg(long, env = "SKEIN_KAFKA_LISTEN", default_value = "127.0.0.1:9092")]
+    kafka_listen: SocketAddr,
+    /// A TOML configuration file (see `docs/configuration.md`)
+    #[arg(long, env = "SKEIN_BROKER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Seconds between retention and compaction runs
+    #[arg(long, default_value_t = 30)]
+    maintenance_interval_secs: u64,
+    /// Seconds between heartbeats to the controller
+    #[arg(long, default_value_t = 2)]
+    heartbeat_interval_secs: u64,
+}
+
+pub(crate) fn run(args: BrokerArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("failed to start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(args.kafka_listen)
+        .await
+        .with_context(|| format!("failed to bind the Kafka listener on {}", args.kafka_listen))?;
+    let address = listener.local_addr()?;
+    let mut config = BrokerConfig::new(&args.data_dir);
+    crate::config::apply(&mut config, args.config.as_deref(), std::env::vars())?;
+    config.advertised_host = address.ip().to_string();
+    config.advertised_port = address.port();
+    let identity = BrokerIdentity {
+        node_id: config.node_id,
+        host: config.advertised_host.clone(),
+        port: i32::from(config.advertised_port),
+        tenant: args.tenant.clone(),
+    };
+    let link = ControllerLink::connect(&args.control_plane, identity)
+        .await
+        .with_context(|| {
+            format!(
+                "failed to register with the controller at {}",
+                args.control_plane
+            )
+        })?;
+    let (broker, snapshots) = Broker::open_controlled(config, link.clone())
+        .await
+        .with_context(|| format!("failed to open {}", args.data_dir.display()))?;
+    let heartbeats =
+        link.spawn_heartbeats(Duration::from_secs(args.heartbeat_interval_secs.max(1)));
+    let follower = broker.follow_controller(link, snapshots);
+    let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
+        let _ = stopped.await;
+    }));
+    println!(
+        "skein broker: node {} serving tenant {:?} on {address}; controller {}",
+        broker.config.node_id, args.tenant, args.control_plane
+    );
+    crate::dev::maintain_until_signal(
+        &broker,
+        args.maintenance_interval_secs,
+        &mut interrupt,
+        &mut terminate,
+    )
+    .await?;
+    let _ = stop.send(());
+    server.await?;
+    heartbeats.abort();
+    follower.abort();
+    let _ = follower.await;
+    tokio::task::spawn_blocking(move || broker.shutdown())
+        .await?
+        .context("failed to close the logs cleanly")?;
+    println!("closed cleanly");
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! A control-plane process and a broker process on a real PostgreSQL, with confluent-kafka
+//! as the client: a topic created (and configured) through Kafka is placed by the controller
+//! and appears in the admin API; one created through the admin API reaches the broker through the metadata
+//! stream; both, and their records, survive a restart of both processes.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+const SKEIN: &str = env!("CARGO_BIN_EXE_skein");
+const TOKEN: &str = "cluster-test-token";
+
+/// A child process killed (SIGTERM, then waited for) when dropped.
+struct Process {
+    child: Child,
+    first_line: String,
+}
+
+impl Process {
+    fn start(command: &mut Command) -> Self {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first_line = String::new();
+        stdout.read_line(&mut first_line).unwrap();
+        assert!(!first_line.is_empty(), "the process exited before starting");
+        // Keep draining its output so it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while stdout.read_line(&mut sink).is_ok_and(|n| n > 0) {
+                sink.clear();
+            }
+        });
+        Self { child, first_line }
+    }
+
+    fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "exited with {status}");
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The text after `marker` up to the next space, `;` or line end.
+fn field(line: &str, marker: &str) -> String {
+    let start = line
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker:?} not in {line}"))
+        + marker.len();
+    line[start..]
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+fn control_plane(url: &str) -> (Process, String, String) {
+    let process = Process::start(
+        Command::new(SKEIN)
+            .args(["control-plane", "--migrate", "--database-url", url])
+            .args([
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--controller-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--bootstrap-token", TOKEN, "--lease-ttl-secs", "2"])
+            .env_remove("SKEIN_DATABASE_URL"),
+    );
+    let admin = field(&process.first_line, "admin API on http://");
+    let controller = format!(
+        "http://{}",
+        field(&process.first_line, "controller on http://")
+    );
+    (process, admin, controller)
+}
+
+fn broker(controller: &str, data: &std::path::Path) -> (Process, String) {
+    let process = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", controller, "--tenant", "acme"])
+            .args([
+                "--kafka-listen",
+                "127.0.0.1:0",
+                "--heartbeat-interval-secs",
+                "1",
+            ])
+            .arg("--data-dir")
+            .arg(data),
+    );
+    let bootstrap = field(&process.first_line, " on ");
+    (process, bootstrap)
+}
+
+/// One HTTP/1.1 request with the bootstrap token; returns the status and the body.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+fn python() -> String {
+    let setup = format!(
+        "{}/../../tests/clients/setup.sh",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new("bash").arg(&setup).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn client(python: &str, bootstrap: &str, args: &[&str]) -> String {
+    let script = format!(
+        "{}/../../tests/clients/controlled_cluster.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new(python)
+        .arg(script)
+        .arg(bootstrap)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn topics_live_in_the_controller_and_survive_a_restart_of_both_processes() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("cluster").unwrap();
+    let data = tempfile::tempdir().unwrap();
+
+    let (cp, admin, controller) = control_plane(&url);
+    assert_eq!(
+        http(&admin, "POST", "/v1/tenants", r#"{"name":"acme"}"#).0,
+        201
+    );
+    let (b, bootstrap) = broker(&controller, data.path());
+
+    // Created through Kafka: placed by the controller, visible in the admin API.
+    let created = client(&python, &bootstrap, &["create"]);
+    assert!(created.contains(r#""orders": 3"#), "{created}");
+    let (status, body) = http(&admin, "GET", "/v1/tenants/acme/topics/orders", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""partitions_count":3"#), "{body}");
+    assert!(body.contains(r#""retention.ms":"86400000""#), "{body}");
+
+    // Created through the admin API (the broker is live, so it can be placed): the broker
+    // learns of it from the metadata stream.
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"from-admin","partitions_count":2}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let seen = client(&python, &bootstrap, &["wait-for", "from-admin"]);
+    assert!(seen.contains(r#""from-admin": 2"#), "{seen}");
+
+    // Restart both; the topics and the records are still there.
+    b.stop();
+    cp.stop();
+    let (cp, admin, controller) = control_plane(&url);
+    let (b, bootstrap) = broker(&controller, data.path());
+    let checked = client(&python, &bootstrap, &["check"]);
+    assert!(checked.contains(r#""from-admin": 2"#), "{checked}");
+
+    // Deleted through the admin API: gone from the broker too.
+    assert_eq!(
+        http(&admin, "DELETE", "/v1/tenants/acme/topics/from-admin", "").0,
+        204
+    );
+    client(&python, &bootstrap, &["wait-gone", "from-admin"]);
+    b.stop();
+    cp.stop();
+}

@@ -1,0 +1,73 @@
+"""confluent-kafka against a broker that joined the controller.
+
+Usage: controlled_cluster.py BOOTSTRAP PHASE
+  create: create `orders` (3 partitions) through Kafka's CreateTopics, produce 30 keyed
+          records and read them back, set its retention.ms with IncrementalAlterConfigs;
+  wait-for TOPIC / wait-gone TOPIC: until the topic is (or is no longer) listed;
+  check:  `orders` still has 3 partitions and its 30 records.
+Prints one line of JSON; exits non-zero on any failure.
+"""
+import json
+import sys
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+BOOTSTRAP, PHASE = sys.argv[1], sys.argv[2]
+admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+
+
+def topics():
+    return {name: len(t.partitions) for name, t in admin.list_topics(timeout=10).topics.items()}
+
+
+def read_all(topic, partitions, expected):
+    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "check", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen = []
+    deadline = time.time() + 30
+    while len(seen) < expected and time.time() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            raise RuntimeError(msg.error())
+        seen.append((msg.key().decode(), msg.value().decode()))
+    consumer.close()
+    return sorted(seen)
+
+
+EXPECTED = sorted((f"k{i}", f"v{i}") for i in range(30))
+
+if PHASE == "create":
+    admin.create_topics([NewTopic("orders", num_partitions=3, replication_factor=1)])["orders"].result(15)
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    for key, value in EXPECTED:
+        producer.produce("orders", key=key, value=value)
+    assert producer.flush(15) == 0
+    assert read_all("orders", 3, 30) == EXPECTED
+    retention = ConfigResource(
+        "topic",
+        "orders",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([retention])[retention].result(15)
+    print(json.dumps({"topics": topics()}))
+elif PHASE in ("wait-for", "wait-gone"):
+    name = sys.argv[3]
+    deadline = time.time() + 20
+    while (name in topics()) != (PHASE == "wait-for"):
+        if time.time() > deadline:
+            raise SystemExit(f"{name}: still {'absent' if PHASE == 'wait-for' else 'listed'}")
+        time.sleep(0.2)
+    print(json.dumps({"topics": topics()}))
+elif PHASE == "check":
+    listed = topics()
+    assert listed.get("orders") == 3, listed
+    assert read_all("orders", 3, 30) == EXPECTED
+    print(json.dumps({"topics": listed}))
+else:
+    raise SystemExit(f"unknown phase {PHASE}")
