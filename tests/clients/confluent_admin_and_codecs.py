@@ -8,7 +8,17 @@ Usage: confluent_admin_and_codecs.py BOOTSTRAP
 import sys
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 BOOTSTRAP = sys.argv[1]
 TOPIC = "codecs"
@@ -34,6 +44,16 @@ expect_error(admin.create_topics([NewTopic("rf3", 1, 3)])["rf3"], KafkaError.INV
 admin.create_partitions([NewPartitions(TOPIC, 4)])[TOPIC].result(10)
 assert len(admin.list_topics(timeout=10).topics[TOPIC].partitions) == 4
 expect_error(admin.create_partitions([NewPartitions(TOPIC, 2)])[TOPIC], KafkaError.INVALID_PARTITIONS)
+# A broker on its own keeps no ACLs and says so, as Kafka does without an authorizer
+# (librdkafka drops DescribeAcls' top-level error, so that one reads as an empty list).
+every_acl = AclBindingFilter(
+    ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+)
+assert admin.describe_acls(every_acl).result(10) == []
+carol = AclBinding(
+    ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:carol", "*", AclOperation.READ, AclPermissionType.ALLOW
+)
+expect_error(admin.create_acls([carol])[carol], KafkaError.SECURITY_DISABLED)
 # Manual assignments are accepted when they name this (only) broker.
 admin.create_topics([NewTopic("assigned", 1, 1)])["assigned"].result(10)
 admin.create_partitions([NewPartitions("assigned", 3, replica_assignment=[[0], [0]])])["assigned"].result(10)

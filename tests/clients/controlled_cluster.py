@@ -4,7 +4,9 @@ Usage: controlled_cluster.py BOOTSTRAP PHASE
   create: create `orders` (3 partitions) through Kafka's CreateTopics, produce 30 keyed
           records and read them back, set its retention.ms with IncrementalAlterConfigs;
   wait-for TOPIC / wait-gone TOPIC: until the topic is (or is no longer) listed;
-  check:  `orders` still has 3 partitions and its 30 records.
+  check:  `orders` still has 3 partitions and its 30 records;
+  list-acls: the ACLs DescribeAcls lists; create-acl: one for User:bob through CreateAcls;
+  delete-acls: delete User:bob's ACLs (DeleteAcls).
 Prints one line of JSON; exits non-zero on any failure.
 """
 import json
@@ -12,7 +14,19 @@ import sys
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 BOOTSTRAP, PHASE = sys.argv[1], sys.argv[2]
 admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
@@ -69,5 +83,25 @@ elif PHASE == "check":
     assert listed.get("orders") == 3, listed
     assert read_all("orders", 3, 30) == EXPECTED
     print(json.dumps({"topics": listed}))
+elif PHASE == "list-acls":
+    everything = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    print(json.dumps(sorted(
+        f"{b.principal} {b.operation.name} {b.restype.name} {b.resource_pattern_type.name} {b.name}"
+        for b in admin.describe_acls(everything).result(15)
+    )))
+elif PHASE == "create-acl":
+    bob = AclBinding(
+        ResourceType.TOPIC, "pay", ResourcePatternType.PREFIXED, "User:bob", "*", AclOperation.WRITE, AclPermissionType.ALLOW
+    )
+    admin.create_acls([bob])[bob].result(15)
+    print(json.dumps({"created": "User:bob"}))
+elif PHASE == "delete-acls":
+    bobs = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, "User:bob", None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    deleted = admin.delete_acls([bobs])[bobs].result(15)
+    print(json.dumps({"deleted": [f"{b.principal} {b.name}" for b in deleted]}))
 else:
     raise SystemExit(f"unknown phase {PHASE}")

@@ -93,6 +93,21 @@ impl Catalog {
             })
     }
 
+    /// Every tenant's bindings, with the tenant's name.
+    pub async fn all_acls(&self) -> Result<Vec<(String, AclRecord)>> {
+        let rows = sqlx::query(
+            "SELECT a.id, a.principal, a.host, a.resource_type, a.resource_name, a.pattern_type, \
+               a.operation, a.permission, t.name AS tenant_name \
+             FROM acls a JOIN tenants t ON t.id = a.tenant_id \
+             ORDER BY t.name, a.resource_type, a.resource_name, a.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("tenant_name")?, record(row)?)))
+            .collect()
+    }
+
     /// A tenant's bindings that `filter` selects.
     pub async fn acls(&self, tenant_id: &str, filter: &AclBindingFilter) -> Result<Vec<AclRecord>> {
         let rows = sqlx::query(

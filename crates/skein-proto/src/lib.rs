@@ -11,3 +11,77 @@
 pub mod controller {
     tonic::include_proto!("skein.controller.v1");
 }
+
+/// ACL bindings and filters between their wire form (Kafka's names) and `skein_auth`'s types.
+pub mod acl {
+    use skein_auth::{AclBinding, AclBindingFilter, AclError, PatternTypeFilter};
+
+    use crate::controller as pb;
+
+    /// A stored binding for the wire.
+    pub fn to_wire(tenant: &str, binding: &AclBinding) -> pb::Acl {
+        pb::Acl {
+            tenant: tenant.to_owned(),
+            principal: binding.principal.to_string(),
+            host: binding.host.clone(),
+            resource_type: binding.resource_type.to_string(),
+            resource_name: binding.resource_name.clone(),
+            pattern_type: binding.pattern_type.to_string(),
+            operation: binding.operation.to_string(),
+            permission: binding.permission.to_string(),
+        }
+    }
+
+    /// A binding from the wire, refused when a name is unknown.
+    pub fn from_wire(acl: &pb::Acl) -> Result<AclBinding, AclError> {
+        Ok(AclBinding {
+            principal: acl.principal.parse()?,
+            host: acl.host.clone(),
+            resource_type: acl.resource_type.parse()?,
+            resource_name: acl.resource_name.clone(),
+            pattern_type: acl.pattern_type.parse()?,
+            operation: acl.operation.parse()?,
+            permission: acl.permission.parse()?,
+        })
+    }
+
+    /// A filter for the wire.
+    pub fn filter_to_wire(tenant: &str, filter: &AclBindingFilter) -> pb::AclFilter {
+        pb::AclFilter {
+            tenant: tenant.to_owned(),
+            principal: filter.principal.as_ref().map(ToString::to_string),
+            host: filter.host.clone(),
+            resource_type: filter.resource_type.map(|t| t.to_string()),
+            resource_name: filter.resource_name.clone(),
+            pattern_type: filter.pattern_type.to_string(),
+            operation: filter.operation.map(|o| o.to_string()),
+            permission: filter.permission.map(|p| p.to_string()),
+        }
+    }
+
+    /// A filter from the wire.
+    pub fn filter_from_wire(filter: &pb::AclFilter) -> Result<AclBindingFilter, AclError> {
+        fn any_or<T: std::str::FromStr<Err = AclError>>(
+            value: Option<&String>,
+        ) -> Result<Option<T>, AclError> {
+            match value {
+                None => Ok(None),
+                Some(v) if v.eq_ignore_ascii_case("ANY") => Ok(None),
+                Some(v) => v.parse().map(Some),
+            }
+        }
+        Ok(AclBindingFilter {
+            principal: any_or(filter.principal.as_ref())?,
+            host: filter.host.clone(),
+            resource_type: any_or(filter.resource_type.as_ref())?,
+            resource_name: filter.resource_name.clone(),
+            pattern_type: if filter.pattern_type.is_empty() {
+                PatternTypeFilter::Any
+            } else {
+                filter.pattern_type.parse()?
+            },
+            operation: any_or(filter.operation.as_ref())?,
+            permission: any_or(filter.permission.as_ref())?,
+        })
+    }
+}

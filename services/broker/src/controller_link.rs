@@ -124,6 +124,52 @@ impl ControllerLink {
             .into_inner())
     }
 
+    /// This tenant's ACL bindings in a snapshot (a binding that does not parse is skipped).
+    pub fn acls_of(&self, snapshot: &pb::MetadataSnapshot) -> Vec<skein_auth::AclBinding> {
+        snapshot
+            .acls
+            .iter()
+            .filter(|a| a.tenant == self.identity.tenant)
+            .filter_map(|a| skein_proto::acl::from_wire(a).ok())
+            .collect()
+    }
+
+    pub async fn create_acl(
+        &self,
+        binding: &skein_auth::AclBinding,
+    ) -> Result<(), ControllerError> {
+        self.client
+            .clone()
+            .create_acl(pb::CreateAclRequest {
+                acl: Some(skein_proto::acl::to_wire(&self.identity.tenant, binding)),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes this tenant's bindings that `filter` selects; answers them.
+    pub async fn delete_acls(
+        &self,
+        filter: &skein_auth::AclBindingFilter,
+    ) -> Result<Vec<skein_auth::AclBinding>, ControllerError> {
+        let response = self
+            .client
+            .clone()
+            .delete_acls(pb::DeleteAclsRequest {
+                filter: Some(skein_proto::acl::filter_to_wire(
+                    &self.identity.tenant,
+                    filter,
+                )),
+            })
+            .await?;
+        Ok(response
+            .into_inner()
+            .deleted
+            .iter()
+            .filter_map(|a| skein_proto::acl::from_wire(a).ok())
+            .collect())
+    }
+
     /// This tenant's topics in a snapshot.
     pub fn topics_of(&self, snapshot: &pb::MetadataSnapshot) -> Vec<TopicInfo> {
         snapshot

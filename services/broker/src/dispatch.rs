@@ -3,13 +3,13 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
-    SyncGroupRequest,
+    ApiKey, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -50,6 +50,9 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 pub(crate) fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -283,6 +286,28 @@ pub(crate) async fn dispatch(
                 version,
                 id,
                 &handler::group::offset_delete(broker, request),
+            )
+        }
+        ApiKey::DescribeAcls => {
+            let request = DescribeAclsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(key, version, id, &handler::acls::describe(broker, request))
+        }
+        ApiKey::CreateAcls => {
+            let request = CreateAclsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::acls::create(broker, request).await,
+            )
+        }
+        ApiKey::DeleteAcls => {
+            let request = DeleteAclsRequest::decode(&mut buf, version).map_err(malformed)?;
+            encode(
+                key,
+                version,
+                id,
+                &handler::acls::delete(broker, request).await,
             )
         }
         _ => Err(ConnectionError::UnsupportedVersion { api_key, version }),

@@ -57,13 +57,17 @@ pub struct Broker {
     fetch_sessions: fetch_session::FetchSessions,
     /// Woken on every append, so waiting fetches re-read.
     appended: Notify,
+    /// The controller, when this broker joined one.
+    controller: Option<controller_link::ControllerLink>,
+    /// This tenant's ACL bindings, as the controller last sent them.
+    acls: parking_lot::RwLock<Vec<skein_auth::AclBinding>>,
 }
 
 impl Broker {
     /// A broker on its own: topics from `<data>/topics`.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
         let topics = TopicRegistry::open(&config.data_dir)?;
-        Self::open_with(config, topics)
+        Self::open_with(config, topics, None)
     }
 
     /// A broker whose topics come from the controller: its first metadata snapshot fills the
@@ -78,7 +82,12 @@ impl Broker {
             .await?
             .ok_or_else(|| anyhow::anyhow!("the controller closed the metadata stream"))?;
         let topics = TopicRegistry::controlled(link.clone(), link.topics_of(&first));
-        let broker = tokio::task::spawn_blocking(move || Self::open_with(config, topics)).await??;
+        let acls = link.acls_of(&first);
+        let controller = Some(link);
+        let broker =
+            tokio::task::spawn_blocking(move || Self::open_with(config, topics, controller))
+                .await??;
+        *broker.acls.write() = acls;
         Ok((broker, snapshots))
     }
 
@@ -102,6 +111,7 @@ impl Broker {
                         for changed in &replaced.changed {
                             broker.apply_settings(changed);
                         }
+                        *broker.acls.write() = link.acls_of(&snapshot);
                     }
                     Ok(None) | Err(_) => {
                         tracing::warn!("metadata stream ended; reopening");
@@ -116,7 +126,11 @@ impl Broker {
         })
     }
 
-    fn open_with(config: BrokerConfig, topics: TopicRegistry) -> anyhow::Result<Arc<Self>> {
+    fn open_with(
+        config: BrokerConfig,
+        topics: TopicRegistry,
+        controller: Option<controller_link::ControllerLink>,
+    ) -> anyhow::Result<Arc<Self>> {
         let logs = LogManager::open(
             config.data_dir.join("logs"),
             LogManagerConfig {
@@ -140,6 +154,8 @@ impl Broker {
             producers: producer::ProducerStates::default(),
             fetch_sessions: fetch_session::FetchSessions::default(),
             appended: Notify::new(),
+            controller,
+            acls: parking_lot::RwLock::new(Vec::new()),
         });
         // Logs were opened with the broker defaults; give each its topic's settings.
         for info in broker.topics.list() {

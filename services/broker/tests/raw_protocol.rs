@@ -407,3 +407,21 @@ fn offset_fetch_v8_answers_several_groups_at_once() {
         );
     }
 }
+
+#[test]
+fn a_broker_on_its_own_answers_acl_requests_with_security_disabled() {
+    use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
+
+    let broker = TestBroker::start();
+    let mut client = Client::connect(&broker);
+    let request = DescribeAclsRequest::default()
+        .with_resource_type_filter(1)
+        .with_pattern_type_filter(1)
+        .with_operation(1)
+        .with_permission_type(1);
+    for version in 1..=3 {
+        let response: DescribeAclsResponse = client.call(29, version, &request);
+        assert_eq!(response.error_code, 54, "SECURITY_DISABLED at v{version}");
+        assert!(response.error_message.is_some());
+    }
+}

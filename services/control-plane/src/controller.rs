@@ -132,6 +132,12 @@ impl ControllerService {
     }
 
     /// The metadata now; `None` when the catalog changed while it was read.
+    fn require_active(&self) -> Result<i64, Status> {
+        self.leadership.active_epoch().ok_or_else(|| {
+            Status::unavailable("this replica is not the active controller; try another")
+        })
+    }
+
     async fn snapshot(&self) -> Result<Option<pb::MetadataSnapshot>, CatalogError> {
         let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
         let brokers = self
@@ -160,10 +166,18 @@ impl ControllerService {
             }
             topics.push(topic_message(&tenant, topic, parts));
         }
+        let acls = self
+            .catalog
+            .all_acls()
+            .await?
+            .iter()
+            .map(|(tenant, record)| skein_proto::acl::to_wire(tenant, &record.binding))
+            .collect();
         Ok(Some(pb::MetadataSnapshot {
             version: 0,
             brokers,
             topics,
+            acls,
         }))
     }
 }
@@ -327,6 +341,60 @@ impl Controller for ControllerService {
             .map_err(op_status)?;
         Ok(Response::new(pb::TopicResponse {
             topic: Some(topic_message(&request.tenant, topic, partitions)),
+        }))
+    }
+
+    async fn create_acl(
+        &self,
+        request: Request<pb::CreateAclRequest>,
+    ) -> Result<Response<pb::CreateAclResponse>, Status> {
+        self.require_active()?;
+        let acl = request
+            .into_inner()
+            .acl
+            .ok_or_else(|| Status::invalid_argument("acl is required"))?;
+        let binding = skein_proto::acl::from_wire(&acl)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let tenant = self
+            .catalog
+            .tenant_by_name(&acl.tenant)
+            .await
+            .map_err(status)?;
+        self.catalog
+            .create_acl(&tenant.id, &binding)
+            .await
+            .map_err(status)?;
+        tracing::info!(tenant = %acl.tenant, %binding, "created ACL");
+        Ok(Response::new(pb::CreateAclResponse {}))
+    }
+
+    async fn delete_acls(
+        &self,
+        request: Request<pb::DeleteAclsRequest>,
+    ) -> Result<Response<pb::DeleteAclsResponse>, Status> {
+        self.require_active()?;
+        let filter = request
+            .into_inner()
+            .filter
+            .ok_or_else(|| Status::invalid_argument("filter is required"))?;
+        let selector = skein_proto::acl::filter_from_wire(&filter)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let tenant = self
+            .catalog
+            .tenant_by_name(&filter.tenant)
+            .await
+            .map_err(status)?;
+        let deleted = self
+            .catalog
+            .delete_acls(&tenant.id, &selector)
+            .await
+            .map_err(status)?;
+        tracing::info!(tenant = %filter.tenant, count = deleted.len(), "deleted ACLs");
+        Ok(Response::new(pb::DeleteAclsResponse {
+            deleted: deleted
+                .iter()
+                .map(|r| skein_proto::acl::to_wire(&filter.tenant, &r.binding))
+                .collect(),
         }))
     }
 

@@ -166,6 +166,18 @@ fn client(python: &str, bootstrap: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Retries `attempt` for up to 20 s (the metadata stream needs a moment to deliver changes).
+fn wait_for<T>(mut attempt: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(value) = attempt() {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "gave up waiting");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn topics_live_in_the_controller_and_survive_a_restart_of_both_processes() {
     let python = python();
@@ -207,6 +219,28 @@ fn topics_live_in_the_controller_and_survive_a_restart_of_both_processes() {
     let (b, bootstrap) = broker(&controller, data.path());
     let checked = client(&python, &bootstrap, &["check"]);
     assert!(checked.contains(r#""from-admin": 2"#), "{checked}");
+
+    // ACLs: one made through the admin API is listed by Kafka's DescribeAcls; one made with
+    // Kafka's CreateAcls is listed by the admin API; DeleteAcls removes it from the catalog.
+    let alice = r#"{"principal":"User:alice","resource_type":"TOPIC","resource_name":"orders","pattern_type":"LITERAL","operation":"READ","permission":"ALLOW"}"#;
+    assert_eq!(http(&admin, "POST", "/v1/tenants/acme/acls", alice).0, 201);
+    let listed_by_kafka = |want: &str| {
+        let want = want.to_owned();
+        wait_for(|| {
+            let out = client(&python, &bootstrap, &["list-acls"]);
+            out.contains(&want).then_some(out)
+        })
+    };
+    listed_by_kafka("User:alice READ TOPIC LITERAL orders");
+    client(&python, &bootstrap, &["create-acl"]);
+    listed_by_kafka("User:bob WRITE TOPIC PREFIXED pay");
+    let (_, listed) = http(&admin, "GET", "/v1/tenants/acme/acls", "");
+    assert!(listed.contains(r#""principal":"User:bob""#), "{listed}");
+    let deleted = client(&python, &bootstrap, &["delete-acls"]);
+    assert!(deleted.contains("User:bob pay"), "{deleted}");
+    let (_, listed) = http(&admin, "GET", "/v1/tenants/acme/acls", "");
+    assert!(!listed.contains("User:bob"), "{listed}");
+    assert!(listed.contains("User:alice"), "{listed}");
 
     // Deleted through the admin API: gone from the broker too.
     assert_eq!(

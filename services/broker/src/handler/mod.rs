@@ -1,5 +1,6 @@
 //! One module per Kafka API, named after its API key.
 
+pub(crate) mod acls;
 pub(crate) mod admin;
 pub(crate) mod api_versions;
 pub(crate) mod configs;
