@@ -6,7 +6,9 @@ Usage: controlled_cluster.py BOOTSTRAP PHASE
   wait-for TOPIC / wait-gone TOPIC: until the topic is (or is no longer) listed;
   check:  `orders` still has 3 partitions and its 30 records;
   list-acls: the ACLs DescribeAcls lists; create-acl: one for User:bob through CreateAcls;
-  delete-acls: delete User:bob's ACLs (DeleteAcls).
+  delete-acls: delete User:bob's ACLs (DeleteAcls);
+  produce-only: 30 keyed records to `orders`; topics: the topics listed;
+  count: how many records `orders` holds.
 Prints one line of JSON; exits non-zero on any failure.
 """
 import json
@@ -103,5 +105,25 @@ elif PHASE == "delete-acls":
     )
     deleted = admin.delete_acls([bobs])[bobs].result(15)
     print(json.dumps({"deleted": [f"{b.principal} {b.name}" for b in deleted]}))
+elif PHASE == "produce-only":
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    for key, value in EXPECTED:
+        producer.produce("orders", key=key, value=value)
+    assert producer.flush(15) == 0
+    print(json.dumps({"produced": len(EXPECTED)}))
+elif PHASE == "topics":
+    print(json.dumps(topics()))
+elif PHASE == "count":
+    # How many records `orders` holds (all partitions, from the start).
+    partitions = topics()["orders"]
+    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "count", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("orders", p, 0) for p in range(partitions)])
+    count, quiet_since = 0, time.time()
+    while time.time() - quiet_since < 2:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            count, quiet_since = count + 1, time.time()
+    consumer.close()
+    print(json.dumps({"orders": count}))
 else:
     raise SystemExit(f"unknown phase {PHASE}")

@@ -95,9 +95,19 @@ fn control_plane(url: &str) -> (Process, String, String) {
 }
 
 fn broker(controller: &str, data: &std::path::Path) -> (Process, String) {
+    tenant_broker(controller, data, "acme", 0)
+}
+
+fn tenant_broker(
+    controller: &str,
+    data: &std::path::Path,
+    tenant: &str,
+    node_id: i32,
+) -> (Process, String) {
     let process = Process::start(
         Command::new(SKEIN)
-            .args(["broker", "--control-plane", controller, "--tenant", "acme"])
+            .args(["broker", "--control-plane", controller, "--tenant", tenant])
+            .env("SKEIN_BROKER_NODE_ID", node_id.to_string())
             .args([
                 "--kafka-listen",
                 "127.0.0.1:0",
@@ -248,6 +258,63 @@ fn topics_live_in_the_controller_and_survive_a_restart_of_both_processes() {
         204
     );
     client(&python, &bootstrap, &["wait-gone", "from-admin"]);
+    b.stop();
+    cp.stop();
+}
+
+#[test]
+fn each_tenant_sees_only_its_own_topic_of_the_same_name() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("tenants").unwrap();
+    let (a_data, b_data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (cp, admin, controller) = control_plane(&url);
+    for tenant in ["acme", "beta"] {
+        let body = format!(r#"{{"name":"{tenant}"}}"#);
+        assert_eq!(http(&admin, "POST", "/v1/tenants", &body).0, 201);
+    }
+    let (a, a_bootstrap) = tenant_broker(&controller, a_data.path(), "acme", 1);
+    let (b, b_bootstrap) = tenant_broker(&controller, b_data.path(), "beta", 2);
+    // Both tenants get an `orders` and a topic of their own.
+    for (tenant, other) in [("acme", "acme-only"), ("beta", "beta-only")] {
+        for (name, partitions) in [("orders", 3), (other, 1)] {
+            let body = format!(r#"{{"topic_name":"{name}","partitions_count":{partitions}}}"#);
+            let (status, answer) = http(
+                &admin,
+                "POST",
+                &format!("/v1/tenants/{tenant}/topics"),
+                &body,
+            );
+            assert_eq!(status, 201, "{answer}");
+        }
+    }
+    let a_topics = wait_for(|| {
+        let out = client(&python, &a_bootstrap, &["topics"]);
+        out.contains("acme-only").then_some(out)
+    });
+    assert!(
+        a_topics.contains(r#""orders": 3"#) && !a_topics.contains("beta-only"),
+        "{a_topics}"
+    );
+    let b_topics = wait_for(|| {
+        let out = client(&python, &b_bootstrap, &["topics"]);
+        out.contains("beta-only").then_some(out)
+    });
+    assert!(
+        b_topics.contains(r#""orders": 3"#) && !b_topics.contains("acme-only"),
+        "{b_topics}"
+    );
+    // Records produced to acme's `orders` never appear in beta's.
+    client(&python, &a_bootstrap, &["produce-only"]);
+    assert!(client(&python, &a_bootstrap, &["count"]).contains(r#""orders": 30"#));
+    assert!(client(&python, &b_bootstrap, &["count"]).contains(r#""orders": 0"#));
+    // The admin API keeps them apart too.
+    let (_, acme) = http(&admin, "GET", "/v1/tenants/acme/topics", "");
+    assert!(
+        acme.contains("acme-only") && !acme.contains("beta-only"),
+        "{acme}"
+    );
+    a.stop();
     b.stop();
     cp.stop();
 }
