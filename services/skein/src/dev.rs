@@ -3,8 +3,9 @@
 //! Today that is one broker speaking the Kafka protocol over the log engine, with its data
 //! under `./skein-data`: it opens (and recovers) every partition, serves Kafka clients, runs
 //! retention, compaction and time-based flushes, and closes every log cleanly on Ctrl-C
-//! (SIGINT) or SIGTERM. Beside it, the control plane's admin API runs on a SQLite catalog in
-//! the same directory, and an admin token is printed.
+//! (SIGINT) or SIGTERM. Beside it, the control plane (admin API and controller) runs on a
+//! SQLite catalog in the same directory; the broker joins that controller as `skein broker`
+//! would, serving the `default` tenant, and an admin token is printed.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,9 +13,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use skein_broker::controller_link::{BrokerIdentity, ControllerLink};
 use skein_broker::{Broker, BrokerConfig};
+use skein_catalog::{Catalog, CatalogError};
+use skein_control_plane::{
+    ControllerConfig, ControllerService, Leadership, LeaseKeeper, TopicOpError, TopicOps,
+};
+use skein_proto::controller::controller_server::ControllerServer;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio_stream::wrappers::TcpListenerStream;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct DevArgs {
@@ -43,8 +51,13 @@ pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
     runtime.block_on(serve(args))
 }
 
+/// The tenant `skein dev`'s Kafka listener serves.
+const DEV_TENANT: &str = "default";
+
 async fn serve(args: DevArgs) -> anyhow::Result<()> {
     println!("skein dev: data directory {}", args.data_dir.display());
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("failed to create {}", args.data_dir.display()))?;
     let listener = TcpListener::bind(args.kafka_listen)
         .await
         .with_context(|| format!("failed to bind the Kafka listener on {}", args.kafka_listen))?;
@@ -53,9 +66,34 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     crate::config::apply(&mut config, args.config.as_deref(), std::env::vars())?;
     config.advertised_host = address.ip().to_string();
     config.advertised_port = address.port();
-    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
-        .await?
+
+    // The control plane, in this process, on a SQLite catalog.
+    let catalog_path = args.data_dir.join("catalog.db");
+    let catalog = Catalog::open(&format!("sqlite:{}", catalog_path.display()))
+        .await
+        .with_context(|| format!("failed to open the catalog {}", catalog_path.display()))?;
+    match catalog.create_tenant(DEV_TENANT).await {
+        Ok(_) | Err(CatalogError::AlreadyExists { .. }) => {}
+        Err(e) => return Err(e).context("failed to create the default tenant"),
+    }
+    let controller = DevController::start(catalog.clone()).await?;
+
+    // The broker joins it, like `skein broker` does.
+    let identity = BrokerIdentity {
+        node_id: config.node_id,
+        host: config.advertised_host.clone(),
+        port: i32::from(config.advertised_port),
+        tenant: DEV_TENANT.to_owned(),
+    };
+    let link = ControllerLink::connect(&controller.url, identity)
+        .await
+        .context("the broker could not register with the in-process controller")?;
+    import_local_topics(&args.data_dir, &controller.topics).await?;
+    let (broker, snapshots) = Broker::open_controlled(config, link.clone())
+        .await
         .with_context(|| format!("failed to open {}", args.data_dir.display()))?;
+    let heartbeats = link.spawn_heartbeats(Duration::from_secs(1));
+    let follower = broker.follow_controller(link, snapshots);
     let reports = broker.logs.recovery_reports();
     let recovered = reports.iter().filter(|(_, r)| !r.clean_shutdown).count();
     println!(
@@ -69,10 +107,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             report.segments_recovered, report.bytes_scanned, report.bytes_truncated
         );
     }
-    let catalog_path = args.data_dir.join("catalog.db");
-    let catalog = skein_catalog::Catalog::open(&format!("sqlite:{}", catalog_path.display()))
-        .await
-        .with_context(|| format!("failed to open the catalog {}", catalog_path.display()))?;
+
     let jwt = skein_control_plane::JwtConfig::hs256(&crate::control_plane::dev_signing_secret(
         &args.data_dir,
     )?);
@@ -92,8 +127,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
                 bootstrap_token: None,
                 jwt: Some(jwt),
             },
-            // The broker does not join a controller yet, so topics are changed through Kafka.
-            topics: None,
+            topics: Some(controller.topics.clone()),
         },
         async {
             let _ = admin_stopped.await;
@@ -107,13 +141,13 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     let server = tokio::spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
         let _ = stopped.await;
     }));
-    println!("kafka: bootstrap server {address} (topics are created on first use)");
+    println!("kafka: bootstrap server {address} (tenant {DEV_TENANT:?}; topics are created on first use)");
     println!(
         "admin API: http://{admin_address} (catalog {})",
         catalog_path.display()
     );
     println!("admin token (24 h): {token}");
-    println!("the gateway is not part of this build yet; topics live in the broker's own registry");
+    println!("the gateway is not part of this build yet");
     println!(
         "running retention and compaction every {}s; press Ctrl-C to stop",
         args.maintenance_interval_secs
@@ -130,11 +164,111 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     let _ = admin_stop.send(());
     server.await?;
     admin.await?.context("the admin API failed")?;
+    heartbeats.abort();
+    follower.abort();
+    let _ = follower.await;
+    controller.stop().await?;
     catalog.close().await;
     tokio::task::spawn_blocking(move || broker.shutdown())
         .await?
         .context("failed to close the logs cleanly")?;
     println!("closed cleanly");
+    Ok(())
+}
+
+/// The controller `skein dev` runs in-process, on a loopback port of its own.
+struct DevController {
+    url: String,
+    topics: TopicOps,
+    replica: String,
+    catalog: Catalog,
+    keeper: tokio::task::JoinHandle<()>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl DevController {
+    async fn start(catalog: Catalog) -> anyhow::Result<Self> {
+        let replica = format!("skein-dev-{}", std::process::id());
+        let config = ControllerConfig::new(replica.clone());
+        let leadership = Arc::new(Leadership::default());
+        let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let service =
+            ControllerService::new(catalog.clone(), config.clone(), Arc::clone(&leadership));
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(ControllerServer::new(service))
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                    let _ = stopped.await;
+                }),
+        );
+        // A previous run's lease may still be live for its TTL; wait it out.
+        let deadline = tokio::time::Instant::now() + config.lease_ttl * 2;
+        while leadership.active_epoch().is_none() {
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "the in-process controller did not get its lease"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(Self {
+            url,
+            topics: TopicOps::new(catalog.clone(), config, leadership),
+            replica,
+            catalog,
+            keeper,
+            stop,
+            server,
+        })
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.server.await?.context("the controller failed")?;
+        self.keeper.abort();
+        self.catalog
+            .release_lease(
+                skein_control_plane::controller::CONTROLLER_LEASE,
+                &self.replica,
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// Topics a broker on its own kept in `<data>/topics` move into the catalog once, so their
+/// logs stay reachable; the file is then renamed `topics.imported`.
+async fn import_local_topics(data_dir: &std::path::Path, topics: &TopicOps) -> anyhow::Result<()> {
+    let path = data_dir.join("topics");
+    if !path
+        .try_exists()
+        .with_context(|| format!("failed to look for {}", path.display()))?
+    {
+        return Ok(());
+    }
+    let local = skein_broker::TopicRegistry::open(data_dir)?;
+    for info in local.list() {
+        match topics
+            .create(
+                DEV_TENANT,
+                &info.name,
+                info.partitions,
+                1,
+                info.configs.clone(),
+            )
+            .await
+        {
+            Ok(_) => println!("imported topic {} into the catalog", info.name),
+            Err(TopicOpError::Catalog(CatalogError::AlreadyExists { .. })) => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("failed to import topic {}", info.name))
+            }
+        }
+    }
+    std::fs::rename(&path, data_dir.join("topics.imported"))?;
     Ok(())
 }
 

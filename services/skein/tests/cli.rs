@@ -43,6 +43,12 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
         log.append(&mut batch(3), 0).unwrap();
     }
     drop(log); // as if the last process was killed
+               // A topic registry left by a broker that ran on its own, before the catalog.
+    std::fs::write(
+        data.path().join("topics"),
+        "orders 1 7f3c1f3e-2d4b-4a63-9a51-0c9a3f1d2e11\n",
+    )
+    .unwrap();
 
     let mut child = Command::new(SKEIN)
         .args([
@@ -94,6 +100,70 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
     assert_eq!(status, 201, "{body}");
     let (status, _) = http(&admin, "POST", "/v1/tenants", None, r#"{"name":"beta"}"#);
     assert_eq!(status, 401);
+
+    // The old registry's topic moved into the catalog, and the recovered log is its partition.
+    assert!(
+        seen.contains("imported topic orders into the catalog"),
+        "{seen}"
+    );
+    assert!(data.path().join("topics.imported").is_file());
+    let (status, body) = http(
+        &admin,
+        "GET",
+        "/v1/tenants/default/topics/orders",
+        Some(&token),
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    // A topic made through the admin API reaches the broker, which kcat sees.
+    let kafka = after(&seen, "kafka: bootstrap server ")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/v1/tenants/default/topics",
+        Some(&token),
+        r#"{"topic_name":"from-admin","partitions_count":2}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listing = Command::new("kcat")
+            .args(["-b", &kafka, "-L", "-t", "from-admin"])
+            .output()
+            .unwrap();
+        let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+        if listing.contains("topic \"from-admin\" with 2 partitions") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kcat never saw the topic: {listing}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let orders = Command::new("kcat")
+        .args([
+            "-b",
+            &kafka,
+            "-C",
+            "-t",
+            "orders",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&orders.stdout).lines().count(),
+        30,
+        "the recovered records are readable"
+    );
 
     let status = Command::new("kill")
         .arg("-INT")
