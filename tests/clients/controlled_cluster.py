@@ -7,6 +7,7 @@ Usage: controlled_cluster.py BOOTSTRAP PHASE
   check:  `orders` still has 3 partitions and its 30 records;
   list-acls: the ACLs DescribeAcls lists; create-acl: one for User:bob through CreateAcls;
   delete-acls: delete User:bob's ACLs (DeleteAcls);
+  create-topic NAME: create a topic, retrying while the controller fails over;
   produce-only: 30 keyed records to `orders`; topics: the topics listed;
   count: how many records `orders` holds.
 Prints one line of JSON; exits non-zero on any failure.
@@ -15,7 +16,7 @@ import json
 import sys
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -111,6 +112,19 @@ elif PHASE == "produce-only":
         producer.produce("orders", key=key, value=value)
     assert producer.flush(15) == 0
     print(json.dumps({"produced": len(EXPECTED)}))
+elif PHASE == "create-topic":
+    # Retried: during a controller failover the broker answers NOT_CONTROLLER for a moment.
+    name, tries, deadline = sys.argv[3], 0, time.time() + 30
+    while True:
+        tries += 1
+        try:
+            admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name].result(10)
+            break
+        except KafkaException:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+    print(json.dumps({"created": name, "tries": tries}))
 elif PHASE == "topics":
     print(json.dumps(topics()))
 elif PHASE == "count":

@@ -1,16 +1,23 @@
 //! The broker's connection to the cluster's controller: registration under a new
-//! incarnation, heartbeats, forwarded topic changes, and the metadata stream that feeds the
-//! topic registry. The broker serves one tenant's topics, under their plain names.
+//! incarnation, heartbeats, forwarded topic and ACL changes, and the metadata stream that
+//! feeds the topic registry. The broker serves one tenant's topics, under their plain names.
+//!
+//! Calls go to the control-plane replica that last answered; one that is unreachable or not
+//! the active controller (UNAVAILABLE) passes the call to the next, so a broker rides
+//! through a controller failover.
 
 // tonic's `Status` is the error type of every gRPC call; it is large by design.
 #![allow(clippy::result_large_err)]
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use skein_proto::controller as pb;
 use skein_proto::controller::controller_client::ControllerClient;
-use tonic::transport::Channel;
+use tonic::transport::{Channel, Endpoint};
 use uuid::Uuid;
 
 use crate::topics::TopicInfo;
@@ -28,15 +35,16 @@ pub struct BrokerIdentity {
     pub tenant: String,
 }
 
-/// A registered broker's channel to the controller.
+/// A registered broker's channels to the control-plane replicas.
 #[derive(Debug, Clone)]
 pub struct ControllerLink {
-    client: ControllerClient<Channel>,
+    replicas: Arc<[(String, ControllerClient<Channel>)]>,
+    preferred: Arc<AtomicUsize>,
     identity: BrokerIdentity,
     incarnation: String,
 }
 
-/// A topic change the controller refused, or could not be asked.
+/// A change the controller refused, or could not be asked.
 #[derive(Debug, thiserror::Error)]
 #[error("controller: {message}")]
 pub struct ControllerError {
@@ -54,11 +62,21 @@ impl From<tonic::Status> for ControllerError {
 }
 
 impl ControllerLink {
-    /// Connects to the controller at `url` and registers under a new incarnation.
-    pub async fn connect(url: &str, identity: BrokerIdentity) -> anyhow::Result<Self> {
-        let client = ControllerClient::connect(url.to_owned()).await?;
+    /// Connects (lazily) to each replica in `urls` and registers under a new incarnation
+    /// with whichever answers.
+    pub async fn connect(urls: &[String], identity: BrokerIdentity) -> anyhow::Result<Self> {
+        anyhow::ensure!(!urls.is_empty(), "no control-plane address given");
+        let mut replicas = Vec::with_capacity(urls.len());
+        for url in urls {
+            let channel = Endpoint::from_shared(url.clone())
+                .map_err(|e| anyhow::anyhow!("{url}: {e}"))?
+                .connect_timeout(Duration::from_secs(2))
+                .connect_lazy();
+            replicas.push((url.clone(), ControllerClient::new(channel)));
+        }
         let link = Self {
-            client,
+            replicas: replicas.into(),
+            preferred: Arc::new(AtomicUsize::new(0)),
             identity,
             incarnation: Uuid::new_v4().to_string(),
         };
@@ -70,19 +88,52 @@ impl ControllerLink {
         &self.identity
     }
 
+    /// Sends `request` with `call` to the preferred replica, then to the others while they
+    /// answer UNAVAILABLE.
+    async fn call<Req, T, F, Fut>(&self, request: Req, call: F) -> Result<T, ControllerError>
+    where
+        Req: Clone,
+        F: Fn(ControllerClient<Channel>, Req) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let count = self.replicas.len();
+        let first = self.preferred.load(Ordering::Relaxed) % count;
+        let mut last = None;
+        for step in 0..count {
+            let index = (first + step) % count;
+            let (url, client) = &self.replicas[index];
+            match call(client.clone(), request.clone()).await {
+                Ok(response) => {
+                    self.preferred.store(index, Ordering::Relaxed);
+                    return Ok(response.into_inner());
+                }
+                Err(status) if status.code() == tonic::Code::Unavailable => {
+                    tracing::debug!(replica = %url, message = status.message(), "trying another control-plane replica");
+                    last = Some(status);
+                }
+                Err(status) => return Err(status.into()),
+            }
+        }
+        Err(last
+            .unwrap_or_else(|| tonic::Status::unavailable("no control-plane replica"))
+            .into())
+    }
+
     async fn register(&self) -> Result<(), ControllerError> {
-        self.client
-            .clone()
-            .register_broker(pb::RegisterBrokerRequest {
-                broker: Some(pb::BrokerEndpoint {
-                    node_id: self.identity.node_id,
-                    host: self.identity.host.clone(),
-                    port: self.identity.port,
-                    rack: None,
-                }),
-                incarnation: self.incarnation.clone(),
-            })
-            .await?;
+        let request = pb::RegisterBrokerRequest {
+            broker: Some(pb::BrokerEndpoint {
+                node_id: self.identity.node_id,
+                host: self.identity.host.clone(),
+                port: self.identity.port,
+                rack: None,
+            }),
+            incarnation: self.incarnation.clone(),
+        };
+        self.call(
+            request,
+            |mut c, r| async move { c.register_broker(r).await },
+        )
+        .await?;
         Ok(())
     }
 
@@ -93,16 +144,15 @@ impl ControllerLink {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(interval).await;
+                let request = pb::HeartbeatRequest {
+                    node_id: link.identity.node_id,
+                    incarnation: link.incarnation.clone(),
+                };
                 let beat = link
-                    .client
-                    .clone()
-                    .heartbeat(pb::HeartbeatRequest {
-                        node_id: link.identity.node_id,
-                        incarnation: link.incarnation.clone(),
-                    })
+                    .call(request, |mut c, r| async move { c.heartbeat(r).await })
                     .await;
                 match beat {
-                    Ok(r) if r.get_ref().registered => {}
+                    Ok(answer) if answer.registered => {}
                     Ok(_) => {
                         if let Err(e) = link.register().await {
                             tracing::warn!(error = %e, "re-registration failed");
@@ -114,14 +164,12 @@ impl ControllerLink {
         })
     }
 
-    /// The stream of metadata snapshots.
+    /// The stream of metadata snapshots, from whichever replica answers.
     pub async fn watch(&self) -> Result<Snapshots, ControllerError> {
-        Ok(self
-            .client
-            .clone()
-            .watch_metadata(pb::WatchMetadataRequest {})
-            .await?
-            .into_inner())
+        self.call(pb::WatchMetadataRequest {}, |mut c, r| async move {
+            c.watch_metadata(r).await
+        })
+        .await
     }
 
     /// This tenant's ACL bindings in a snapshot (a binding that does not parse is skipped).
@@ -134,42 +182,6 @@ impl ControllerLink {
             .collect()
     }
 
-    pub async fn create_acl(
-        &self,
-        binding: &skein_auth::AclBinding,
-    ) -> Result<(), ControllerError> {
-        self.client
-            .clone()
-            .create_acl(pb::CreateAclRequest {
-                acl: Some(skein_proto::acl::to_wire(&self.identity.tenant, binding)),
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// Deletes this tenant's bindings that `filter` selects; answers them.
-    pub async fn delete_acls(
-        &self,
-        filter: &skein_auth::AclBindingFilter,
-    ) -> Result<Vec<skein_auth::AclBinding>, ControllerError> {
-        let response = self
-            .client
-            .clone()
-            .delete_acls(pb::DeleteAclsRequest {
-                filter: Some(skein_proto::acl::filter_to_wire(
-                    &self.identity.tenant,
-                    filter,
-                )),
-            })
-            .await?;
-        Ok(response
-            .into_inner()
-            .deleted
-            .iter()
-            .filter_map(|a| skein_proto::acl::from_wire(a).ok())
-            .collect())
-    }
-
     /// This tenant's topics in a snapshot.
     pub fn topics_of(&self, snapshot: &pb::MetadataSnapshot) -> Vec<TopicInfo> {
         snapshot
@@ -180,6 +192,39 @@ impl ControllerLink {
             .collect()
     }
 
+    pub async fn create_acl(
+        &self,
+        binding: &skein_auth::AclBinding,
+    ) -> Result<(), ControllerError> {
+        let request = pb::CreateAclRequest {
+            acl: Some(skein_proto::acl::to_wire(&self.identity.tenant, binding)),
+        };
+        self.call(request, |mut c, r| async move { c.create_acl(r).await })
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes this tenant's bindings that `filter` selects; answers them.
+    pub async fn delete_acls(
+        &self,
+        filter: &skein_auth::AclBindingFilter,
+    ) -> Result<Vec<skein_auth::AclBinding>, ControllerError> {
+        let request = pb::DeleteAclsRequest {
+            filter: Some(skein_proto::acl::filter_to_wire(
+                &self.identity.tenant,
+                filter,
+            )),
+        };
+        let response = self
+            .call(request, |mut c, r| async move { c.delete_acls(r).await })
+            .await?;
+        Ok(response
+            .deleted
+            .iter()
+            .filter_map(|a| skein_proto::acl::from_wire(a).ok())
+            .collect())
+    }
+
     pub async fn create_topic(
         &self,
         name: &str,
@@ -187,27 +232,25 @@ impl ControllerLink {
         replication_factor: i32,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicInfo, ControllerError> {
-        let response = self
-            .client
-            .clone()
-            .create_topic(pb::CreateTopicRequest {
-                tenant: self.identity.tenant.clone(),
-                name: name.to_owned(),
-                partitions,
-                replication_factor,
-                configs: configs.into_iter().collect(),
-            })
-            .await?;
-        answered(response.into_inner())
+        let request = pb::CreateTopicRequest {
+            tenant: self.identity.tenant.clone(),
+            name: name.to_owned(),
+            partitions,
+            replication_factor,
+            configs: configs.into_iter().collect(),
+        };
+        answered(
+            self.call(request, |mut c, r| async move { c.create_topic(r).await })
+                .await?,
+        )
     }
 
     pub async fn delete_topic(&self, name: &str) -> Result<(), ControllerError> {
-        self.client
-            .clone()
-            .delete_topic(pb::DeleteTopicRequest {
-                tenant: self.identity.tenant.clone(),
-                name: name.to_owned(),
-            })
+        let request = pb::DeleteTopicRequest {
+            tenant: self.identity.tenant.clone(),
+            name: name.to_owned(),
+        };
+        self.call(request, |mut c, r| async move { c.delete_topic(r).await })
             .await?;
         Ok(())
     }
@@ -217,16 +260,18 @@ impl ControllerLink {
         name: &str,
         count: i32,
     ) -> Result<TopicInfo, ControllerError> {
-        let response = self
-            .client
-            .clone()
-            .create_partitions(pb::CreatePartitionsRequest {
-                tenant: self.identity.tenant.clone(),
-                name: name.to_owned(),
-                count,
-            })
-            .await?;
-        answered(response.into_inner())
+        let request = pb::CreatePartitionsRequest {
+            tenant: self.identity.tenant.clone(),
+            name: name.to_owned(),
+            count,
+        };
+        answered(
+            self.call(
+                request,
+                |mut c, r| async move { c.create_partitions(r).await },
+            )
+            .await?,
+        )
     }
 
     pub async fn set_configs(
@@ -234,16 +279,18 @@ impl ControllerLink {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicInfo, ControllerError> {
-        let response = self
-            .client
-            .clone()
-            .alter_topic_configs(pb::AlterTopicConfigsRequest {
-                tenant: self.identity.tenant.clone(),
-                name: name.to_owned(),
-                configs: configs.into_iter().collect(),
-            })
-            .await?;
-        answered(response.into_inner())
+        let request = pb::AlterTopicConfigsRequest {
+            tenant: self.identity.tenant.clone(),
+            name: name.to_owned(),
+            configs: configs.into_iter().collect(),
+        };
+        answered(
+            self.call(
+                request,
+                |mut c, r| async move { c.alter_topic_configs(r).await },
+            )
+            .await?,
+        )
     }
 }
 

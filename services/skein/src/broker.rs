@@ -16,9 +16,14 @@ use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct BrokerArgs {
-    /// The controller: a control-plane replica's gRPC address (http://host:port)
-    #[arg(long, env = "SKEIN_CONTROL_PLANE")]
-    control_plane: String,
+    /// The controller: control-plane replicas' gRPC addresses (http://host:port), comma-separated
+    #[arg(
+        long,
+        env = "SKEIN_CONTROL_PLANE",
+        value_delimiter = ',',
+        required = true
+    )]
+    control_plane: Vec<String>,
     /// The tenant whose topics this broker's Kafka listener serves
     #[arg(long, env = "SKEIN_TENANT")]
     tenant: String,
@@ -67,7 +72,7 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         .with_context(|| {
             format!(
                 "failed to register with the controller at {}",
-                args.control_plane
+                args.control_plane.join(", ")
             )
         })?;
     let (broker, snapshots) = Broker::open_controlled(config, link.clone())
@@ -84,7 +89,9 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
     }));
     println!(
         "skein broker: node {} serving tenant {:?} on {address}; controller {}",
-        broker.config.node_id, args.tenant, args.control_plane
+        broker.config.node_id,
+        args.tenant,
+        args.control_plane.join(",")
     );
     crate::dev::maintain_until_signal(
         &broker,

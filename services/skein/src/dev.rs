@@ -85,7 +85,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         port: i32::from(config.advertised_port),
         tenant: DEV_TENANT.to_owned(),
     };
-    let link = ControllerLink::connect(&controller.url, identity)
+    let link = ControllerLink::connect(std::slice::from_ref(&controller.url), identity)
         .await
         .context("the broker could not register with the in-process controller")?;
     import_local_topics(&args.data_dir, &controller.topics).await?;

@@ -42,6 +42,12 @@ impl Process {
         self.terminate();
     }
 
+    /// As if the machine lost power: SIGKILL.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     fn terminate(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
@@ -317,4 +323,52 @@ fn each_tenant_sees_only_its_own_topic_of_the_same_name() {
     a.stop();
     b.stop();
     cp.stop();
+}
+
+#[test]
+fn the_broker_rides_through_a_controller_failover() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("failover").unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let replicas = [control_plane(&url), control_plane(&url)];
+    let admin = replicas[0].1.clone();
+    assert_eq!(
+        http(&admin, "POST", "/v1/tenants", r#"{"name":"acme"}"#).0,
+        201
+    );
+    let both = format!("{},{}", replicas[0].2, replicas[1].2);
+    let (b, bootstrap) = broker(&both, data.path());
+    client(&python, &bootstrap, &["create-topic", "before"]);
+
+    // The active replica accepts topic changes; the standby answers 503.
+    let probe = |admin: &str, name: &str| {
+        let body = format!(r#"{{"topic_name":"{name}","partitions_count":1}}"#);
+        http(admin, "POST", "/v1/tenants/acme/topics", &body).0
+    };
+    let answers = [
+        probe(&replicas[0].1, "probe-0"),
+        probe(&replicas[1].1, "probe-1"),
+    ];
+    let mut answers_sorted = answers;
+    answers_sorted.sort_unstable();
+    assert_eq!(answers_sorted, [201, 503], "{answers:?}");
+    let active = usize::from(answers[0] != 201);
+    let [first, second] = replicas;
+    let (dead, alive) = if active == 0 {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    dead.0.kill();
+
+    // Within the lease (2 s) the standby takes over; the broker finds it on its own.
+    let started = std::time::Instant::now();
+    client(&python, &bootstrap, &["create-topic", "after"]);
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    let (status, body) = http(&alive.1, "GET", "/v1/tenants/acme/topics/after", "");
+    assert_eq!(status, 200, "{body}");
+    b.stop();
+    alive.0.stop();
 }
