@@ -44,6 +44,7 @@ mod manager;
 mod read;
 mod scan;
 mod segment;
+pub mod topic_config;
 
 pub use cleaner::CompactionReport;
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -18,11 +18,11 @@ mod group;
 mod handler;
 mod listener;
 mod producer;
-mod topic_config;
 pub mod topics;
 
 use std::sync::Arc;
 
+use skein_log::topic_config;
 use skein_log::{LogManager, LogManagerConfig, SharedLog, SystemClock, TopicPartition};
 use tokio::sync::Notify;
 

@@ -42,6 +42,17 @@ impl TopicOps {
         }
     }
 
+    /// Checks overrides under Kafka's names and rules, as a broker applying them would.
+    fn check_configs(configs: &BTreeMap<String, String>) -> Result<(), TopicOpError> {
+        let base = skein_log::topic_config::TopicSettings {
+            log: skein_log::LogConfig::default(),
+            min_insync_replicas: 1,
+        };
+        skein_log::topic_config::settings(&base, configs)
+            .map(|_| ())
+            .map_err(|e| TopicOpError::Invalid(e.to_string()))
+    }
+
     fn require_active(&self) -> Result<i64, TopicOpError> {
         self.leadership
             .active_epoch()
@@ -107,6 +118,7 @@ impl TopicOps {
                 "partition count {partitions} must be positive"
             )));
         }
+        Self::check_configs(&configs)?;
         let owner = self.catalog.tenant_by_name(tenant).await?;
         let placement = self.place(0, partitions, replication).await?;
         let topic = NewTopic {
@@ -157,6 +169,7 @@ impl TopicOps {
         configs: BTreeMap<String, String>,
     ) -> Result<TopicWithPartitions, TopicOpError> {
         self.require_active()?;
+        Self::check_configs(&configs)?;
         let owner = self.catalog.tenant_by_name(tenant).await?;
         let topic = self.catalog.topic(&owner.id, name).await?;
         self.catalog.set_topic_configs(&topic.id, &configs).await?;

@@ -595,6 +595,14 @@ async fn topics(server: &Server) {
         (create("bad name", 1, 1), StatusCode::UNPROCESSABLE_ENTITY),
         (create("none", 0, 1), StatusCode::UNPROCESSABLE_ENTITY),
         (
+            json!({"topic_name": "cfg", "partitions_count": 1, "configs": {"retention.ms": "forever"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            json!({"topic_name": "cfg", "partitions_count": 1, "configs": {"no.such.config": "1"}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
             json!({"topic_name": "x", "partitions_count": 1, "colour": "red"}),
             StatusCode::BAD_REQUEST,
         ),

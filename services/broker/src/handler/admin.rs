@@ -98,7 +98,7 @@ async fn create_topic(
                 .map(|v| (c.name.as_str().to_owned(), v.as_str().to_owned()))
         })
         .collect();
-    if let Err(e) = crate::topic_config::settings(&broker.defaults(), &overrides) {
+    if let Err(e) = skein_log::topic_config::settings(&broker.defaults(), &overrides) {
         return refuse(ResponseError::InvalidConfig, e.to_string());
     }
     let replication_factor = match topic.replication_factor {

@@ -13,8 +13,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::topic_config::{self, TopicSettings, NAMES};
 use crate::Broker;
+use skein_log::topic_config::{self, TopicSettings, NAMES};
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;

@@ -1,13 +1,14 @@
 //! Topic configs under Kafka's names: which exist, their defaults (the broker's), how a value
-//! is checked, and how overrides turn into the log's settings.
+//! is checked, and how overrides turn into the log's settings. The broker applies them; the
+//! control plane checks them before it stores a topic's overrides.
 
 use std::collections::BTreeMap;
 
-use skein_log::batch::TimestampType;
-use skein_log::{CleanupPolicy, LogConfig};
+use crate::batch::TimestampType;
+use crate::{CleanupPolicy, LogConfig};
 
 /// Every topic config this broker knows, in the order DescribeConfigs lists them.
-pub(crate) const NAMES: &[&str] = &[
+pub const NAMES: &[&str] = &[
     "cleanup.policy",
     "delete.retention.ms",
     "flush.messages",
@@ -26,7 +27,7 @@ pub(crate) const NAMES: &[&str] = &[
 
 /// Why a config is refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ConfigError {
+pub enum ConfigError {
     #[error("unknown topic config {name}")]
     Unknown { name: String },
     #[error("invalid value {value:?} for {name}: {reason}")]
@@ -39,9 +40,9 @@ pub(crate) enum ConfigError {
 
 /// The effective settings of a topic: broker defaults plus its overrides.
 #[derive(Clone, Debug)]
-pub(crate) struct TopicSettings {
-    pub(crate) log: LogConfig,
-    pub(crate) min_insync_replicas: i32,
+pub struct TopicSettings {
+    pub log: LogConfig,
+    pub min_insync_replicas: i32,
 }
 
 fn int(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
@@ -61,11 +62,7 @@ fn int(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
 }
 
 /// Applies one override to `settings`, checking it.
-pub(crate) fn apply(
-    settings: &mut TopicSettings,
-    name: &str,
-    value: &str,
-) -> Result<(), ConfigError> {
+pub fn apply(settings: &mut TopicSettings, name: &str, value: &str) -> Result<(), ConfigError> {
     let invalid = |reason: &str| ConfigError::Invalid {
         name: name.to_owned(),
         value: value.to_owned(),
@@ -121,7 +118,7 @@ pub(crate) fn apply(
 }
 
 /// Broker defaults plus `overrides`.
-pub(crate) fn settings(
+pub fn settings(
     defaults: &TopicSettings,
     overrides: &BTreeMap<String, String>,
 ) -> Result<TopicSettings, ConfigError> {
@@ -133,7 +130,7 @@ pub(crate) fn settings(
 }
 
 /// The value of a config as DescribeConfigs shows it.
-pub(crate) fn value_of(settings: &TopicSettings, name: &str) -> Option<String> {
+pub fn value_of(settings: &TopicSettings, name: &str) -> Option<String> {
     let log = &settings.log;
     Some(match name {
         "cleanup.policy" => match log.cleanup_policy {
