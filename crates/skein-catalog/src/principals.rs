@@ -138,11 +138,23 @@ impl Catalog {
 
     /// A tenant's principals in name order.
     pub async fn principals(&self, tenant_id: &str) -> Result<Vec<Principal>> {
+        self.principals_page(tenant_id, None, u32::MAX).await
+    }
+
+    /// Up to `limit` of a tenant's principals in name order, after `after` when given.
+    pub async fn principals_page(
+        &self,
+        tenant_id: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Principal>> {
         let rows = sqlx::query(
             "SELECT id, tenant_id, kind, name, created_at FROM principals \
-             WHERE tenant_id = $1 ORDER BY name",
+             WHERE tenant_id = $1 AND name > $2 ORDER BY name LIMIT $3",
         )
         .bind(tenant_id)
+        .bind(after.unwrap_or(""))
+        .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(principal).collect()

@@ -218,11 +218,23 @@ impl Catalog {
 
     /// A tenant's topics in name order.
     pub async fn topics(&self, tenant_id: &str) -> Result<Vec<Topic>> {
+        self.topics_page(tenant_id, None, u32::MAX).await
+    }
+
+    /// Up to `limit` of a tenant's topics in name order, after `after` when given.
+    pub async fn topics_page(
+        &self,
+        tenant_id: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Topic>> {
         let rows = sqlx::query(
             "SELECT id, tenant_id, name, partitions, replication_factor, created_at \
-             FROM topics WHERE tenant_id = $1 ORDER BY name",
+             FROM topics WHERE tenant_id = $1 AND name > $2 ORDER BY name LIMIT $3",
         )
         .bind(tenant_id)
+        .bind(after.unwrap_or(""))
+        .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
         let mut topics = Vec::with_capacity(rows.len());

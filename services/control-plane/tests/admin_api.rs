@@ -378,6 +378,14 @@ async fn every_endpoint(server: &Server) {
         .call(M::GET, "/v1/tenants/acme/principals", None)
         .await;
     assert_eq!(names(&listed), ["alice", "billing"]);
+    let (_, page) = server
+        .call(M::GET, "/v1/tenants/acme/principals?page_size=1", None)
+        .await;
+    assert_eq!(names(&page), ["alice"]);
+    let (_, rest) = server
+        .call(M::GET, page["metadata"]["next"].as_str().unwrap(), None)
+        .await;
+    assert_eq!(names(&rest), ["billing"]);
     let (status, key) = server
         .call(M::POST, "/v1/tenants/acme/principals/alice/api-keys", None)
         .await;
@@ -464,6 +472,16 @@ async fn every_endpoint(server: &Server) {
     }
     let (_, all) = server.call(M::GET, "/v1/tenants/acme/acls", None).await;
     assert_eq!(all["data"].as_array().unwrap().len(), 2);
+    let (_, one) = server
+        .call(M::GET, "/v1/tenants/acme/acls?page_size=1", None)
+        .await;
+    assert_eq!(one["data"].as_array().unwrap().len(), 1);
+    let (_, other) = server
+        .call(M::GET, one["metadata"]["next"].as_str().unwrap(), None)
+        .await;
+    assert_eq!(other["data"].as_array().unwrap().len(), 1);
+    assert_ne!(one["data"][0]["id"], other["data"][0]["id"]);
+    assert!(other["metadata"]["next"].is_null());
     let (_, applying) = server
         .call(M::GET, "/v1/tenants/acme/acls?resource_type=TOPIC&resource_name=orders&pattern_type=MATCH&operation=WRITE", None)
         .await;
@@ -611,6 +629,34 @@ async fn topics(server: &Server) {
             .call(M::POST, "/v1/tenants/acme/topics", Some(body.clone()))
             .await;
         assert_eq!(status, expected, "{body} -> {problem}");
+    }
+    // Pages: two more topics, listed two at a time.
+    for name in ["payments", "refunds"] {
+        let (status, _) = server
+            .call(M::POST, "/v1/tenants/acme/topics", Some(create(name, 1, 1)))
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let (_, first) = server
+        .call(M::GET, "/v1/tenants/acme/topics?page_size=2", None)
+        .await;
+    let next = first["metadata"]["next"].as_str().unwrap().to_owned();
+    let (_, second) = server.call(M::GET, &next, None).await;
+    let paged: Vec<&str> = first["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second["data"].as_array().unwrap())
+        .map(|t| t["topic_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(paged, ["orders", "payments", "refunds"]);
+    assert!(second["metadata"]["next"].is_null());
+    for name in ["payments", "refunds"] {
+        let path = format!("/v1/tenants/acme/topics/{name}");
+        assert_eq!(
+            server.call(M::DELETE, &path, None).await.0,
+            StatusCode::NO_CONTENT
+        );
     }
     let (_, listed) = server.call(M::GET, "/v1/tenants/acme/topics", None).await;
     let listed: Vec<&str> = listed["data"]

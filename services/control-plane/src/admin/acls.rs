@@ -52,6 +52,10 @@ pub struct AclQuery {
     pub pattern_type: Option<String>,
     pub operation: Option<String>,
     pub permission: Option<String>,
+    /// Items per page when listing, 1 to 1000 (default 100).
+    pub page_size: Option<u32>,
+    /// The `next` link's token from the previous page.
+    pub page_token: Option<String>,
 }
 
 /// A stored binding.
@@ -163,10 +167,30 @@ pub async fn list(
     Path(tenant): Path<String>,
     ApiQuery(query): ApiQuery<AclQuery>,
 ) -> Result<Json<AclList>, Problem> {
+    let size = super::tenants::Page {
+        page_size: query.page_size,
+        page_token: None,
+    }
+    .size()? as usize;
     let filter = query.filter()?;
     let owner = find(&state, &tenant).await?;
-    let records = state.catalog.acls(&owner.id, &filter).await?;
-    Ok(Json(list_body(&tenant, records)))
+    let mut records = state.catalog.acls(&owner.id, &filter).await?;
+    // Pages follow binding ids, which never change.
+    records.sort_by(|a, b| a.id.cmp(&b.id));
+    if let Some(after) = &query.page_token {
+        records.retain(|r| r.id.as_str() > after.as_str());
+    }
+    let more = records.len() > size;
+    records.truncate(size);
+    let next = more.then(|| records.last()).flatten().map(|last| {
+        format!(
+            "/v1/tenants/{tenant}/acls?page_size={size}&page_token={}",
+            last.id
+        )
+    });
+    let mut list = list_body(&tenant, records);
+    list.metadata.next = next;
+    Ok(Json(list))
 }
 
 /// Create a binding (creating one that exists changes nothing).

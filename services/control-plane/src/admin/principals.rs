@@ -123,17 +123,10 @@ pub async fn list(
 ) -> Result<Json<PrincipalList>, Problem> {
     let size = page.size()? as usize;
     let owner = find(&state, &tenant).await?;
-    let mut principals: Vec<Principal> = state
+    let mut principals = state
         .catalog
-        .principals(&owner.id)
-        .await?
-        .into_iter()
-        .filter(|p| {
-            page.page_token
-                .as_deref()
-                .is_none_or(|after| p.name.as_str() > after)
-        })
-        .collect();
+        .principals_page(&owner.id, page.page_token.as_deref(), size as u32 + 1)
+        .await?;
     let more = principals.len() > size;
     principals.truncate(size);
     let next = more.then(|| principals.last()).flatten().map(|last| {

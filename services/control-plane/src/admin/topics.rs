@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use skein_catalog::{Partition, Topic};
 use utoipa::ToSchema;
 
-use super::extract::ApiJson;
-use super::tenants::find;
+use super::extract::{ApiJson, ApiQuery};
+use super::tenants::{find, Page};
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
 use crate::topic_ops::TopicOpError;
 
@@ -131,20 +131,33 @@ fn ops(state: &AdminState) -> Result<&crate::TopicOps, Problem> {
 
 /// List a tenant's topics.
 #[utoipa::path(get, path = "/v1/tenants/{tenant}/topics", tag = "topics",
-    params(("tenant" = String, Path, description = "Tenant name")),
+    params(("tenant" = String, Path, description = "Tenant name"), Page),
     responses((status = 200, body = TopicList), (status = 404, body = Problem)))]
 pub async fn list(
     State(state): State<Arc<AdminState>>,
     _admin: Admin,
     Path(tenant): Path<String>,
+    ApiQuery(page): ApiQuery<Page>,
 ) -> Result<Json<TopicList>, Problem> {
+    let size = page.size()?;
     let owner = find(&state, &tenant).await?;
-    let topics = state.catalog.topics(&owner.id).await?;
+    let mut topics = state
+        .catalog
+        .topics_page(&owner.id, page.page_token.as_deref(), size + 1)
+        .await?;
+    let more = topics.len() > size as usize;
+    topics.truncate(size as usize);
+    let next = more.then(|| topics.last()).flatten().map(|last| {
+        format!(
+            "/v1/tenants/{tenant}/topics?page_size={size}&page_token={}",
+            last.name
+        )
+    });
     Ok(Json(TopicList {
         kind: "TopicList".to_owned(),
         metadata: ListMetadata {
             self_path: format!("/v1/tenants/{tenant}/topics"),
-            next: None,
+            next,
         },
         data: topics.into_iter().map(|t| body(&tenant, t, None)).collect(),
     }))
