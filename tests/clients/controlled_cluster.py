@@ -59,7 +59,8 @@ EXPECTED = sorted((f"k{i}", f"v{i}") for i in range(30))
 
 if PHASE == "create":
     admin.create_topics([NewTopic("orders", num_partitions=3, replication_factor=1)])["orders"].result(15)
-    producer = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    # Idempotent: its producer id comes from a block the controller handed this broker.
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "enable.idempotence": True})
     for key, value in EXPECTED:
         producer.produce("orders", key=key, value=value)
     assert producer.flush(15) == 0
@@ -107,7 +108,8 @@ elif PHASE == "delete-acls":
     deleted = admin.delete_acls([bobs])[bobs].result(15)
     print(json.dumps({"deleted": [f"{b.principal} {b.name}" for b in deleted]}))
 elif PHASE == "produce-only":
-    producer = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all"})
+    # Idempotent: its producer id comes from a block the controller handed this broker.
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "enable.idempotence": True})
     for key, value in EXPECTED:
         producer.produce("orders", key=key, value=value)
     assert producer.flush(15) == 0

@@ -192,6 +192,19 @@ impl ControllerLink {
             .collect()
     }
 
+    /// A block of producer ids for this broker: (first id, size).
+    pub async fn allocate_producer_ids(&self) -> Result<(i64, i32), ControllerError> {
+        let request = pb::AllocateProducerIdsRequest {
+            node_id: self.identity.node_id,
+        };
+        let block = self
+            .call(request, |mut c, r| async move {
+                c.allocate_producer_ids(r).await
+            })
+            .await?;
+        Ok((block.first_id, block.size))
+    }
+
     pub async fn create_acl(
         &self,
         binding: &skein_auth::AclBinding,

@@ -248,7 +248,7 @@ pub(crate) async fn dispatch(
                 key,
                 version,
                 id,
-                &handler::init_producer_id::handle(broker, request),
+                &handler::init_producer_id::handle(broker, request).await,
             )
         }
         ApiKey::DescribeConfigs => {

@@ -140,7 +140,10 @@ impl Broker {
             Arc::new(SystemClock),
         )?;
         let offsets = group::OffsetStore::open(&logs)?;
-        let producer_ids = producer::ProducerIds::open(&config.data_dir);
+        let producer_ids = match &controller {
+            Some(link) => producer::ProducerIds::controlled(link.clone()),
+            None => producer::ProducerIds::open(&config.data_dir),
+        };
         let groups = group::Coordinator::new(std::time::Duration::from_millis(
             config.group_initial_rebalance_delay_ms,
         ));

@@ -24,9 +24,27 @@ const ID_BLOCK: i64 = 1000;
 /// Allocates producer ids.
 #[derive(Debug)]
 pub(crate) struct ProducerIds {
-    path: PathBuf,
-    /// (next id, end of the persisted block)
+    source: IdSource,
+    /// (next id, end of the current block)
     next: Mutex<(i64, i64)>,
+}
+
+/// Where blocks of producer ids come from.
+#[derive(Debug)]
+enum IdSource {
+    /// The end of the last block handed out, persisted before use in `<data>/producer-ids`.
+    File(PathBuf),
+    /// The controller, which hands out cluster-wide blocks that never overlap.
+    Controller(Box<crate::controller_link::ControllerLink>),
+}
+
+/// Why no producer id could be handed out.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProducerIdError {
+    #[error("failed to persist the producer id block: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Controller(#[from] crate::controller_link::ControllerError),
 }
 
 impl ProducerIds {
@@ -38,25 +56,54 @@ impl ProducerIds {
             .unwrap_or(0)
             .max(0);
         Self {
-            path,
+            source: IdSource::File(path),
             next: Mutex::new((persisted, persisted)),
         }
     }
 
-    pub(crate) fn allocate(&self) -> std::io::Result<i64> {
-        let mut next = self.next.lock();
-        if next.0 >= next.1 {
-            let end = next.1 + ID_BLOCK;
-            let tmp = self.path.with_extension("tmp");
-            let mut file = fs::File::create(&tmp)?;
-            writeln!(file, "{end}")?;
-            file.sync_all()?;
-            fs::rename(&tmp, &self.path)?;
-            next.1 = end;
+    /// Ids from the controller's blocks.
+    pub(crate) fn controlled(link: crate::controller_link::ControllerLink) -> Self {
+        Self {
+            source: IdSource::Controller(Box::new(link)),
+            next: Mutex::new((0, 0)),
         }
-        let id = next.0;
-        next.0 += 1;
-        Ok(id)
+    }
+
+    pub(crate) async fn allocate(&self) -> Result<i64, ProducerIdError> {
+        match &self.source {
+            IdSource::File(path) => {
+                let mut next = self.next.lock();
+                if next.0 >= next.1 {
+                    let end = next.1 + ID_BLOCK;
+                    let tmp = path.with_extension("tmp");
+                    let mut file = fs::File::create(&tmp)?;
+                    writeln!(file, "{end}")?;
+                    file.sync_all()?;
+                    fs::rename(&tmp, path)?;
+                    next.1 = end;
+                }
+                let id = next.0;
+                next.0 += 1;
+                Ok(id)
+            }
+            IdSource::Controller(link) => loop {
+                {
+                    let mut next = self.next.lock();
+                    if next.0 < next.1 {
+                        let id = next.0;
+                        next.0 += 1;
+                        return Ok(id);
+                    }
+                }
+                // The block is used up: fetch another (a concurrent fetch wastes one block,
+                // never hands out an id twice).
+                let (first, size) = link.allocate_producer_ids().await?;
+                let mut next = self.next.lock();
+                if next.0 >= next.1 {
+                    *next = (first, first + i64::from(size));
+                }
+            },
+        }
     }
 }
 
@@ -236,13 +283,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn producer_ids_are_never_handed_out_twice_across_reopens() {
+    #[tokio::test]
+    async fn producer_ids_are_never_handed_out_twice_across_reopens() {
         let dir = tempfile::tempdir().unwrap();
         let ids = ProducerIds::open(dir.path());
-        let first: Vec<i64> = (0..3).map(|_| ids.allocate().unwrap()).collect();
+        let mut first = Vec::new();
+        for _ in 0..3 {
+            first.push(ids.allocate().await.unwrap());
+        }
         let ids = ProducerIds::open(dir.path());
-        let next = ids.allocate().unwrap();
+        let next = ids.allocate().await.unwrap();
         assert!(first.iter().all(|&id| id < next));
     }
 }

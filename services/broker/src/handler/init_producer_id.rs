@@ -5,7 +5,10 @@ use kafka_protocol::ResponseError;
 
 use crate::Broker;
 
-pub(crate) fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitProducerIdResponse {
+pub(crate) async fn handle(
+    broker: &Broker,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     if request.transactional_id.is_some() {
         // Transactions are not implemented yet: refuse plainly rather than pretend.
         return InitProducerIdResponse::default()
@@ -22,7 +25,7 @@ pub(crate) fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitPro
             .with_producer_id(request.producer_id)
             .with_producer_epoch(request.producer_epoch + 1);
     }
-    match broker.producer_ids.allocate() {
+    match broker.producer_ids.allocate().await {
         Ok(id) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),
