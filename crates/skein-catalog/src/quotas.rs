@@ -97,6 +97,33 @@ impl Catalog {
             .collect()
     }
 
+    /// Every quota, with its tenant's name and its principal's name (`None`: tenant-wide).
+    pub async fn all_quotas(&self) -> Result<Vec<(String, Option<String>, Quota)>> {
+        let rows = sqlx::query(
+            "SELECT t.name AS tenant_name, p.name AS principal_name, q.produce_bytes_per_sec, \
+               q.fetch_bytes_per_sec, q.requests_per_sec, q.partitions \
+             FROM quotas q JOIN tenants t ON t.id = q.tenant_id \
+             LEFT JOIN principals p ON p.id = q.principal_id \
+             ORDER BY t.name, q.principal_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("tenant_name")?,
+                    row.try_get("principal_name")?,
+                    Quota {
+                        produce_bytes_per_sec: row.try_get("produce_bytes_per_sec")?,
+                        fetch_bytes_per_sec: row.try_get("fetch_bytes_per_sec")?,
+                        requests_per_sec: row.try_get("requests_per_sec")?,
+                        partitions: row.try_get("partitions")?,
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// Removes a quota (the tenant's, or a principal's).
     pub async fn delete_quota(&self, tenant_id: &str, principal_id: Option<&str>) -> Result<()> {
         let deleted = sqlx::query("DELETE FROM quotas WHERE tenant_id = $1 AND principal_id = $2")

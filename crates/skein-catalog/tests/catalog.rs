@@ -545,6 +545,15 @@ async fn quotas(catalog: &Catalog) {
             .await,
         Err(CatalogError::Invalid { .. })
     ));
+    let everyone = catalog.all_quotas().await.unwrap();
+    assert!(
+        everyone.contains(&("acme".to_owned(), None, tighter)),
+        "{everyone:?}"
+    );
+    assert!(
+        everyone.contains(&("acme".to_owned(), Some("alice".to_owned()), hers)),
+        "{everyone:?}"
+    );
     catalog
         .delete_quota(&acme.id, Some(&alice.id))
         .await

@@ -2,8 +2,9 @@
 //! the one holding the `controller` lease in the catalog ([`LeaseKeeper`]) accepts topic
 //! changes, the others answer UNAVAILABLE so brokers try another replica. Registrations,
 //! heartbeats and producer-id blocks are safe from any replica (each is one conditional
-//! statement in the catalog). Metadata watchers get a full snapshot, then another whenever
-//! what it holds changes, from whichever replica they reach.
+//! statement in the catalog). Metadata watchers get a full snapshot (brokers, topics with
+//! their partitions, ACLs, quotas), then another whenever what it holds changes, from
+//! whichever replica they reach.
 
 // tonic's `Status` is the error type gRPC handlers must return; it is large by design.
 #![allow(clippy::result_large_err)]
@@ -173,11 +174,26 @@ impl ControllerService {
             .iter()
             .map(|(tenant, record)| skein_proto::acl::to_wire(tenant, &record.binding))
             .collect();
+        let quotas = self
+            .catalog
+            .all_quotas()
+            .await?
+            .into_iter()
+            .map(|(tenant, principal, quota)| pb::Quota {
+                tenant,
+                principal,
+                produce_bytes_per_sec: quota.produce_bytes_per_sec,
+                fetch_bytes_per_sec: quota.fetch_bytes_per_sec,
+                requests_per_sec: quota.requests_per_sec,
+                partitions: quota.partitions,
+            })
+            .collect();
         Ok(Some(pb::MetadataSnapshot {
             version: 0,
             brokers,
             topics,
             acls,
+            quotas,
         }))
     }
 }

@@ -238,6 +238,20 @@ async fn places_topics_on_live_brokers_and_streams_every_change() {
     let after_grow = watch.next().await.unwrap().unwrap();
     assert_eq!(after_grow.topics[0].partitions.len(), 8);
 
+    // Quotas reach watchers too.
+    let catalog = Catalog::open(&url).await.unwrap();
+    let acme = catalog.tenant_by_name("acme").await.unwrap();
+    let limit = skein_catalog::Quota {
+        produce_bytes_per_sec: Some(1 << 20),
+        ..Default::default()
+    };
+    catalog.set_quota(&acme.id, None, &limit).await.unwrap();
+    let with_quota = watch.next().await.unwrap().unwrap();
+    assert_eq!(with_quota.quotas.len(), 1);
+    assert_eq!(with_quota.quotas[0].tenant, "acme");
+    assert_eq!(with_quota.quotas[0].principal, None);
+    assert_eq!(with_quota.quotas[0].produce_bytes_per_sec, Some(1 << 20));
+
     client
         .delete_topic(pb::DeleteTopicRequest {
             tenant: "acme".to_owned(),
