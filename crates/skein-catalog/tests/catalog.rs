@@ -46,6 +46,7 @@ async fn suite(catalog: &Catalog) {
     partition_compare_and_set(catalog).await;
     concurrent_writers_one_wins(catalog).await;
     acls(catalog).await;
+    acl_evaluation_table(catalog).await;
     api_keys(catalog).await;
     quotas(catalog).await;
     brokers_and_producer_ids(catalog).await;
@@ -657,4 +658,128 @@ async fn leases(catalog: &Catalog) {
         .unwrap()
         .unwrap();
     assert_eq!(next.epoch, short.epoch + 1);
+}
+
+/// Kafka's evaluation rules over bindings read back from the catalog: the table a stored
+/// ACL set must decide, on each backend.
+async fn acl_evaluation_table(catalog: &Catalog) {
+    let tenant = catalog.create_tenant("acl-table").await.unwrap();
+    let stored = [
+        binding(
+            "User:alice",
+            "orders",
+            PatternType::Literal,
+            Operation::Read,
+            Permission::Allow,
+        ),
+        binding(
+            "User:alice",
+            "pay",
+            PatternType::Prefixed,
+            Operation::Write,
+            Permission::Allow,
+        ),
+        binding(
+            "User:*",
+            "public",
+            PatternType::Literal,
+            Operation::Read,
+            Permission::Allow,
+        ),
+        binding(
+            "User:*",
+            "*",
+            PatternType::Literal,
+            Operation::Describe,
+            Permission::Allow,
+        ),
+        binding(
+            "User:mallory",
+            "public",
+            PatternType::Literal,
+            Operation::All,
+            Permission::Deny,
+        ),
+        binding(
+            "User:bob",
+            "secrets",
+            PatternType::Literal,
+            Operation::Alter,
+            Permission::Allow,
+        ),
+    ];
+    for b in &stored {
+        catalog.create_acl(&tenant.id, b).await.unwrap();
+    }
+    let bindings: Vec<AclBinding> = catalog
+        .acls(&tenant.id, &AclBindingFilter::ANY)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.binding)
+        .collect();
+    assert_eq!(bindings.len(), stored.len());
+    let table: &[(&str, Operation, &str, bool, &str)] = &[
+        ("alice", Operation::Read, "orders", true, "LITERAL match"),
+        (
+            "alice",
+            Operation::Read,
+            "orders-eu",
+            false,
+            "LITERAL is not a prefix",
+        ),
+        (
+            "alice",
+            Operation::Write,
+            "payments",
+            true,
+            "PREFIXED match",
+        ),
+        (
+            "alice",
+            Operation::Write,
+            "orders",
+            false,
+            "no WRITE on orders",
+        ),
+        (
+            "carol",
+            Operation::Read,
+            "public",
+            true,
+            "wildcard principal",
+        ),
+        (
+            "mallory",
+            Operation::Read,
+            "public",
+            false,
+            "DENY beats the wildcard ALLOW",
+        ),
+        (
+            "bob",
+            Operation::Describe,
+            "secrets",
+            true,
+            "ALTER implies DESCRIBE",
+        ),
+        (
+            "carol",
+            Operation::Describe,
+            "anything",
+            true,
+            "wildcard resource",
+        ),
+        ("carol", Operation::Delete, "orders", false, "default deny"),
+    ];
+    for (who, operation, topic, allowed, why) in table {
+        let decision = authorize(
+            &bindings,
+            &Principal::user(*who),
+            "10.0.0.1",
+            *operation,
+            &Resource::new(ResourceType::Topic, topic),
+        );
+        assert_eq!(decision.is_allowed(), *allowed, "{why}: {decision:?}");
+    }
 }
