@@ -44,6 +44,9 @@ pub fn topic_defaults(
 pub use listener::serve;
 pub use topics::{TopicInfo, TopicRegistry};
 
+/// How long a topic must stay out of the controller's snapshots before its logs go.
+pub const LOG_DELETION_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Everything a handler can reach.
 #[derive(Debug)]
 pub struct Broker {
@@ -61,6 +64,9 @@ pub struct Broker {
     controller: Option<controller_link::ControllerLink>,
     /// This tenant's ACL bindings, as the controller last sent them.
     acls: parking_lot::RwLock<Vec<skein_auth::AclBinding>>,
+    /// Topics gone from the controller's snapshots, with when; their logs wait out
+    /// [`LOG_DELETION_GRACE`].
+    doomed: parking_lot::Mutex<Vec<(TopicInfo, std::time::Instant)>>,
 }
 
 impl Broker {
@@ -91,8 +97,11 @@ impl Broker {
         Ok((broker, snapshots))
     }
 
-    /// Applies metadata snapshots until the task is aborted: deleted (or recreated) topics
-    /// lose their logs, changed ones get their new settings. A broken stream is reopened.
+    /// Applies metadata snapshots until the task is aborted. A topic missing from a
+    /// snapshot leaves the registry at once, but its logs are deleted only after
+    /// [`LOG_DELETION_GRACE`], and only if it is still gone: a snapshot computed just before
+    /// a topic this broker created was committed must not cost that topic its records.
+    /// A broken stream is reopened.
     pub fn follow_controller(
         self: &Arc<Self>,
         link: controller_link::ControllerLink,
@@ -100,30 +109,70 @@ impl Broker {
     ) -> tokio::task::JoinHandle<()> {
         let broker = Arc::clone(self);
         tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(std::time::Duration::from_millis(500));
             loop {
-                match snapshots.message().await {
-                    Ok(Some(snapshot)) => {
-                        let replaced = broker.topics.replace_all(link.topics_of(&snapshot));
-                        for gone in &replaced.removed {
-                            tracing::info!(topic = %gone.name, "topic deleted by the controller");
-                            broker.drop_partitions(gone);
+                tokio::select! {
+                    message = snapshots.message() => match message {
+                        Ok(Some(snapshot)) => {
+                            let latest = link.topics_of(&snapshot);
+                            // A name reused by a new topic must not find the old one's logs.
+                            for topic in &latest {
+                                broker.drop_doomed_unless(&topic.name, topic.id);
+                            }
+                            let replaced = broker.topics.replace_all(latest);
+                            let now = std::time::Instant::now();
+                            broker
+                                .doomed
+                                .lock()
+                                .extend(replaced.removed.into_iter().map(|t| (t, now)));
+                            for changed in &replaced.changed {
+                                broker.apply_settings(changed);
+                            }
+                            *broker.acls.write() = link.acls_of(&snapshot);
                         }
-                        for changed in &replaced.changed {
-                            broker.apply_settings(changed);
+                        Ok(None) | Err(_) => {
+                            tracing::warn!("metadata stream ended; reopening");
+                            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                            match link.watch().await {
+                                Ok(reopened) => snapshots = reopened,
+                                Err(e) => tracing::warn!(error = %e, "metadata stream unavailable"),
+                            }
                         }
-                        *broker.acls.write() = link.acls_of(&snapshot);
-                    }
-                    Ok(None) | Err(_) => {
-                        tracing::warn!("metadata stream ended; reopening");
-                        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-                        match link.watch().await {
-                            Ok(reopened) => snapshots = reopened,
-                            Err(e) => tracing::warn!(error = %e, "metadata stream unavailable"),
-                        }
+                    },
+                    _ = ticks.tick() => {}
+                }
+                let expired: Vec<TopicInfo> = {
+                    let mut doomed = broker.doomed.lock();
+                    let (expired, waiting) = std::mem::take(&mut *doomed)
+                        .into_iter()
+                        .partition(|(_, since)| since.elapsed() >= LOG_DELETION_GRACE);
+                    *doomed = waiting;
+                    expired.into_iter().map(|(topic, _)| topic).collect()
+                };
+                for topic in expired {
+                    if broker.topics.get(&topic.name).is_none() {
+                        tracing::info!(topic = %topic.name, "topic deleted by the controller");
+                        broker.drop_partitions(&topic);
                     }
                 }
             }
         })
+    }
+
+    /// Deletes now the logs of a deleted topic called `name` waiting out its grace, unless it
+    /// is the topic `id` itself: the name is about to serve a new topic.
+    pub(crate) fn drop_doomed_unless(&self, name: &str, id: uuid::Uuid) {
+        let dropped: Vec<TopicInfo> = {
+            let mut doomed = self.doomed.lock();
+            let (dropped, kept) = std::mem::take(&mut *doomed)
+                .into_iter()
+                .partition(|(t, _)| t.name == name && t.id != id);
+            *doomed = kept;
+            dropped.into_iter().map(|(t, _)| t).collect()
+        };
+        for topic in &dropped {
+            self.drop_partitions(topic);
+        }
     }
 
     fn open_with(
@@ -159,6 +208,7 @@ impl Broker {
             appended: Notify::new(),
             controller,
             acls: parking_lot::RwLock::new(Vec::new()),
+            doomed: parking_lot::Mutex::new(Vec::new()),
         });
         // Logs were opened with the broker defaults; give each its topic's settings.
         for info in broker.topics.list() {

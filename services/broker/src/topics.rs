@@ -48,7 +48,16 @@ pub enum TopicError {
 pub struct TopicRegistry {
     source: Source,
     topics: RwLock<BTreeMap<String, TopicInfo>>,
+    /// Ids of topics this broker deleted, or saw replaced under their name: a snapshot that
+    /// still carries one was computed before the change and is not applied for that topic.
+    retired: parking_lot::Mutex<std::collections::HashSet<Uuid>>,
+    /// Topics this broker created, until a snapshot shows them (or [`FRESH_FOR`] passes): a
+    /// snapshot computed before the creation does not remove them.
+    fresh: parking_lot::Mutex<BTreeMap<String, (Uuid, std::time::Instant)>>,
 }
+
+/// How long a topic created here is protected from snapshots that predate it.
+const FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where topic changes go.
 #[derive(Debug)]
@@ -124,6 +133,8 @@ impl TopicRegistry {
         Ok(Self {
             source: Source::File(path),
             topics: RwLock::new(topics),
+            retired: parking_lot::Mutex::default(),
+            fresh: parking_lot::Mutex::default(),
         })
     }
 
@@ -136,6 +147,8 @@ impl TopicRegistry {
         Self {
             source: Source::Controller(Box::new(link)),
             topics: RwLock::new(topics),
+            retired: parking_lot::Mutex::default(),
+            fresh: parking_lot::Mutex::default(),
         }
     }
 
@@ -144,23 +157,48 @@ impl TopicRegistry {
         matches!(self.source, Source::Controller(_))
     }
 
-    /// Replaces every topic with the controller's view; says what changed.
+    /// Replaces every topic with the controller's view; says what changed. Snapshots may
+    /// predate this broker's own changes: a retired id in `latest` is stale and ignored, and
+    /// a topic created here a moment ago stays although `latest` lacks it.
     pub fn replace_all(&self, latest: Vec<TopicInfo>) -> Replaced {
-        let latest: BTreeMap<String, TopicInfo> =
-            latest.into_iter().map(|t| (t.name.clone(), t)).collect();
+        let mut retired = self.retired.lock();
+        let mut fresh = self.fresh.lock();
         let mut topics = self.topics.write();
+        let mut next: BTreeMap<String, TopicInfo> = BTreeMap::new();
+        for topic in latest {
+            if retired.contains(&topic.id) {
+                continue;
+            }
+            if fresh
+                .get(&topic.name)
+                .is_some_and(|(id, _)| *id == topic.id)
+            {
+                fresh.remove(&topic.name); // confirmed
+            }
+            next.insert(topic.name.clone(), topic);
+        }
+        fresh.retain(|_, (_, since)| since.elapsed() < FRESH_FOR);
+        for (name, (id, _)) in fresh.iter() {
+            if let Some(local) = topics.get(name).filter(|t| t.id == *id) {
+                next.entry(name.clone()).or_insert_with(|| local.clone());
+            }
+        }
         let mut replaced = Replaced::default();
         for (name, old) in topics.iter() {
-            match latest.get(name) {
+            match next.get(name) {
                 Some(new) if new.id == old.id => {
                     if new != old {
                         replaced.changed.push(new.clone());
                     }
                 }
-                _ => replaced.removed.push(old.clone()),
+                Some(_) => {
+                    retired.insert(old.id);
+                    replaced.removed.push(old.clone());
+                }
+                None => replaced.removed.push(old.clone()),
             }
         }
-        *topics = latest;
+        *topics = next;
         replaced
     }
 
@@ -214,6 +252,9 @@ impl TopicRegistry {
                     },
                     _ => TopicError::Controller(e),
                 })?;
+            self.fresh
+                .lock()
+                .insert(name.to_owned(), (info.id, std::time::Instant::now()));
             self.topics.write().insert(name.to_owned(), info.clone());
             return Ok(info);
         }
@@ -283,6 +324,7 @@ impl TopicRegistry {
                 },
                 _ => TopicError::Controller(e),
             })?;
+            self.retired.lock().insert(info.id);
             self.topics.write().remove(name);
             return Ok(info);
         }
@@ -360,5 +402,65 @@ impl TopicRegistry {
         }
         file.sync_all().map_err(io)?;
         fs::rename(&tmp, path).map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod replace_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn topic(name: &str, id: Uuid, partitions: i32) -> TopicInfo {
+        TopicInfo {
+            name: name.to_owned(),
+            id,
+            partitions,
+            configs: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn snapshots_that_predate_this_brokers_own_changes_do_not_undo_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = TopicRegistry::open(dir.path()).unwrap();
+        let (a, b, a2) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let first = registry.replace_all(vec![topic("a", a, 1), topic("b", b, 1)]);
+        assert!(first.removed.is_empty());
+        // `a` grows: a change, not a removal.
+        let grown = registry.replace_all(vec![topic("a", a, 3), topic("b", b, 1)]);
+        assert_eq!(grown.changed, vec![topic("a", a, 3)]);
+        assert!(grown.removed.is_empty());
+        // Deleted here: a snapshot computed before the deletion does not bring it back.
+        registry.retired.lock().insert(a);
+        registry.topics.write().remove("a");
+        let stale = registry.replace_all(vec![topic("a", a, 3), topic("b", b, 1)]);
+        assert!(stale.removed.is_empty() && stale.changed.is_empty());
+        assert!(registry.get("a").is_none());
+        // Created here: a snapshot computed before the creation does not remove it, and
+        // the next one confirms it.
+        registry
+            .fresh
+            .lock()
+            .insert("a".to_owned(), (a2, std::time::Instant::now()));
+        registry
+            .topics
+            .write()
+            .insert("a".to_owned(), topic("a", a2, 2));
+        let stale = registry.replace_all(vec![topic("b", b, 1)]);
+        assert!(stale.removed.is_empty(), "{stale:?}");
+        assert_eq!(registry.get("a").unwrap().id, a2);
+        registry.replace_all(vec![topic("a", a2, 2), topic("b", b, 1)]);
+        assert!(registry.fresh.lock().is_empty());
+        // Deleted elsewhere: the next snapshot removes it (not retired: absence may be stale
+        // only for topics created here).
+        let gone = registry.replace_all(vec![topic("b", b, 1)]);
+        assert_eq!(gone.removed, vec![topic("a", a2, 2)]);
+        // Replaced under its name: the old id is retired.
+        let b2 = Uuid::new_v4();
+        let replaced = registry.replace_all(vec![topic("b", b2, 1)]);
+        assert_eq!(replaced.removed, vec![topic("b", b, 1)]);
+        let stale = registry.replace_all(vec![topic("b", b, 1)]);
+        assert!(registry.get("b").is_none(), "{stale:?}");
     }
 }

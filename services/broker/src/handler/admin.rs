@@ -101,6 +101,10 @@ async fn create_topic(
     if let Err(e) = skein_log::topic_config::settings(&broker.defaults(), &overrides) {
         return refuse(ResponseError::InvalidConfig, e.to_string());
     }
+    if !validate_only {
+        // A deleted topic of this name waiting out its grace loses its logs now.
+        broker.drop_doomed_unless(&name, uuid::Uuid::nil());
+    }
     let replication_factor = match topic.replication_factor {
         -1 => 1,
         n => i32::from(n),
