@@ -15,6 +15,8 @@ pub struct BrokerRegistration {
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// The tenant its Kafka listener serves; `None` serves every tenant.
+    pub tenant: Option<String>,
     /// Changes on every broker start; heartbeats must name the current one.
     pub incarnation: String,
     pub registered_at: i64,
@@ -44,6 +46,7 @@ fn registration(row: &sqlx::any::AnyRow) -> Result<BrokerRegistration> {
         host: row.try_get("host")?,
         port: int("port")?,
         rack: row.try_get("rack")?,
+        tenant: row.try_get("tenant")?,
         incarnation: row.try_get("incarnation")?,
         registered_at: row.try_get("registered_at")?,
         heartbeat_at: row.try_get("heartbeat_at")?,
@@ -58,20 +61,23 @@ impl Catalog {
         host: &str,
         port: i32,
         rack: Option<&str>,
+        tenant: Option<&str>,
         incarnation: &str,
     ) -> Result<BrokerRegistration> {
         let now = now_ms();
         sqlx::query(
-            "INSERT INTO brokers (node_id, host, port, rack, incarnation, registered_at, \
-               heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, $6) \
+            "INSERT INTO brokers (node_id, host, port, rack, tenant, incarnation, registered_at, \
+               heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
              ON CONFLICT (node_id) DO UPDATE SET host = excluded.host, port = excluded.port, \
-               rack = excluded.rack, incarnation = excluded.incarnation, \
+               rack = excluded.rack, tenant = excluded.tenant, \
+               incarnation = excluded.incarnation, \
                registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at",
         )
         .bind(i64::from(node_id))
         .bind(host)
         .bind(i64::from(port))
         .bind(rack)
+        .bind(tenant)
         .bind(incarnation)
         .bind(now)
         .execute(&self.pool)
@@ -81,6 +87,7 @@ impl Catalog {
             host: host.to_owned(),
             port,
             rack: rack.map(str::to_owned),
+            tenant: tenant.map(str::to_owned),
             incarnation: incarnation.to_owned(),
             registered_at: now,
             heartbeat_at: now,
@@ -103,7 +110,7 @@ impl Catalog {
     /// Brokers that heartbeat at or after `since` (ms), by node id.
     pub async fn live_brokers(&self, since: i64) -> Result<Vec<BrokerRegistration>> {
         let rows = sqlx::query(
-            "SELECT node_id, host, port, rack, incarnation, registered_at, heartbeat_at \
+            "SELECT node_id, host, port, rack, tenant, incarnation, registered_at, heartbeat_at \
              FROM brokers WHERE heartbeat_at >= $1 ORDER BY node_id",
         )
         .bind(since)

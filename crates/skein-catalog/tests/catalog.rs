@@ -568,17 +568,17 @@ async fn quotas(catalog: &Catalog) {
 
 async fn brokers_and_producer_ids(catalog: &Catalog) {
     let before = catalog
-        .register_broker(1, "10.0.0.1", 9092, Some("a"), "inc-1")
+        .register_broker(1, "10.0.0.1", 9092, Some("a"), Some("acme"), "inc-1")
         .await
         .unwrap();
     catalog
-        .register_broker(2, "10.0.0.2", 9092, None, "inc-1")
+        .register_broker(2, "10.0.0.2", 9092, None, None, "inc-1")
         .await
         .unwrap();
     assert!(catalog.broker_heartbeat(1, "inc-1").await.unwrap());
     // A restart re-registers under a new incarnation; the old one can no longer heartbeat.
     catalog
-        .register_broker(1, "10.0.0.9", 9093, Some("a"), "inc-2")
+        .register_broker(1, "10.0.0.9", 9093, Some("a"), Some("acme"), "inc-2")
         .await
         .unwrap();
     assert!(!catalog.broker_heartbeat(1, "inc-1").await.unwrap());
@@ -588,6 +588,10 @@ async fn brokers_and_producer_ids(catalog: &Catalog) {
     assert_eq!(live.iter().map(|b| b.node_id).collect::<Vec<_>>(), [1, 2]);
     assert_eq!((live[0].host.as_str(), live[0].port), ("10.0.0.9", 9093));
     assert_eq!(live[1].rack, None);
+    assert_eq!(
+        (live[0].tenant.as_deref(), live[1].tenant.as_deref()),
+        (Some("acme"), None)
+    );
     assert!(catalog.live_brokers(i64::MAX).await.unwrap().is_empty());
 
     // Concurrent allocations never overlap.

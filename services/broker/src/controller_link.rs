@@ -126,6 +126,7 @@ impl ControllerLink {
                 host: self.identity.host.clone(),
                 port: self.identity.port,
                 rack: None,
+                tenant: Some(self.identity.tenant.clone()),
             }),
             incarnation: self.incarnation.clone(),
         };

@@ -151,6 +151,7 @@ impl ControllerService {
                 host: b.host,
                 port: b.port,
                 rack: b.rack,
+                tenant: b.tenant,
             })
             .collect();
         let mut partitions: BTreeMap<String, Vec<skein_catalog::Partition>> = BTreeMap::new();
@@ -270,6 +271,7 @@ impl Controller for ControllerService {
                 &broker.host,
                 broker.port,
                 broker.rack.as_deref(),
+                broker.tenant.as_deref(),
                 &request.incarnation,
             )
             .await

@@ -16,7 +16,7 @@ pub enum TopicOpError {
     NotActive,
     #[error("{0}")]
     Invalid(String),
-    #[error("replication factor {replication} is larger than the {live} live broker(s)")]
+    #[error("replication factor {replication} is larger than the {live} live broker(s) serving the tenant")]
     NotEnoughBrokers { replication: i32, live: usize },
     #[error(transparent)]
     Catalog(#[from] CatalogError),
@@ -59,11 +59,12 @@ impl TopicOps {
             .ok_or(TopicOpError::NotActive)
     }
 
-    /// Replicas for partitions `first..first + count` over the live brokers (by node id):
-    /// partition `p` gets brokers `p, p + 1, ...` modulo their number, so a topic's leaders
-    /// (first replicas) spread evenly.
+    /// Replicas for partitions `first..first + count` over the live brokers that serve
+    /// `tenant` (by node id): partition `p` gets brokers `p, p + 1, ...` modulo their number,
+    /// so a topic's leaders (first replicas) spread evenly.
     async fn place(
         &self,
+        tenant: &str,
         first: i32,
         count: i32,
         replication: i32,
@@ -74,7 +75,13 @@ impl TopicOps {
             )));
         }
         let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
-        let live = self.catalog.live_brokers(now_ms() - session).await?;
+        let live: Vec<_> = self
+            .catalog
+            .live_brokers(now_ms() - session)
+            .await?
+            .into_iter()
+            .filter(|b| b.tenant.as_deref().is_none_or(|t| t == tenant))
+            .collect();
         if live.len() < replication as usize {
             return Err(TopicOpError::NotEnoughBrokers {
                 replication,
@@ -120,7 +127,7 @@ impl TopicOps {
         }
         Self::check_configs(&configs)?;
         let owner = self.catalog.tenant_by_name(tenant).await?;
-        let placement = self.place(0, partitions, replication).await?;
+        let placement = self.place(tenant, 0, partitions, replication).await?;
         let topic = NewTopic {
             name: name.to_owned(),
             placement,
@@ -149,6 +156,7 @@ impl TopicOps {
         }
         let placement = self
             .place(
+                tenant,
                 topic.partitions,
                 count - topic.partitions,
                 topic.replication_factor,

@@ -41,7 +41,7 @@ impl Server {
         let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
         for node in [1, 2] {
             catalog
-                .register_broker(node, "127.0.0.1", 9092, None, "test")
+                .register_broker(node, "127.0.0.1", 9092, None, None, "test")
                 .await
                 .unwrap();
         }

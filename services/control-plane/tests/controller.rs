@@ -66,6 +66,7 @@ async fn register(client: &mut ControllerClient<Channel>, node_id: i32) {
                 host: format!("10.0.0.{node_id}"),
                 port: 9092,
                 rack: None,
+                tenant: None,
             }),
             incarnation: format!("start-{node_id}"),
         })

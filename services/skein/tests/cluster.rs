@@ -314,6 +314,30 @@ fn each_tenant_sees_only_its_own_topic_of_the_same_name() {
     client(&python, &a_bootstrap, &["produce-only"]);
     assert!(client(&python, &a_bootstrap, &["count"]).contains(r#""orders": 30"#));
     assert!(client(&python, &b_bootstrap, &["count"]).contains(r#""orders": 0"#));
+    // Each tenant's partitions are placed on the broker that serves it; a tenant no broker
+    // serves cannot have topics placed.
+    let (_, acme_orders) = http(&admin, "GET", "/v1/tenants/acme/topics/orders", "");
+    assert!(
+        acme_orders.contains(r#""leader":1"#) && !acme_orders.contains(r#""leader":2"#),
+        "{acme_orders}"
+    );
+    let (_, beta_orders) = http(&admin, "GET", "/v1/tenants/beta/topics/orders", "");
+    assert!(
+        beta_orders.contains(r#""leader":2"#) && !beta_orders.contains(r#""leader":1"#),
+        "{beta_orders}"
+    );
+    assert_eq!(
+        http(&admin, "POST", "/v1/tenants", r#"{"name":"gamma"}"#).0,
+        201
+    );
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/v1/tenants/gamma/topics",
+        r#"{"topic_name":"orders","partitions_count":1}"#,
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("serving the tenant"), "{body}");
     // The admin API keeps them apart too.
     let (_, acme) = http(&admin, "GET", "/v1/tenants/acme/topics", "");
     assert!(
