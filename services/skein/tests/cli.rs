@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -9,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use skein_log::batch::{build_batch, Compression, NewRecord, ProducerFields};
 use skein_log::{HandleCache, Log, LogConfig, SystemClock};
+
+use common::http;
 
 const SKEIN: &str = env!("CARGO_BIN_EXE_skein");
 
@@ -379,28 +383,6 @@ fn after<'a>(text: &'a str, marker: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{marker:?} not in {text}"))
         + marker.len();
     text[start..].lines().next().unwrap_or_default()
-}
-
-/// One HTTP/1.1 request; returns the status and the body.
-fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    (status, body)
 }
 
 #[test]
