@@ -95,8 +95,8 @@ fn jwt(args: &ControlPlaneArgs) -> anyhow::Result<Option<JwtConfig>> {
         }
         (None, None) => return Ok(None),
     };
-    config.issuer = args.jwt_issuer.clone();
-    config.audience = args.jwt_audience.clone();
+    config.verifier.issuer = args.jwt_issuer.clone();
+    config.verifier.audience = args.jwt_audience.clone();
     Ok(Some(config))
 }
 

@@ -1,6 +1,5 @@
-//! Who may call the admin API: a bearer JWT whose role claim holds the admin role (the
-//! algorithm fixed by configuration, `exp` required, `iss` and `aud` checked when set), or the
-//! bootstrap token from configuration for the first login. Missing or invalid credentials get
+//! Who may call the admin API: a bearer JWT (verified by `skein_token`) whose role claim holds
+//! the admin role, or the bootstrap token from configuration for the first login. Missing or invalid credentials get
 //! 401; a valid token without the role gets 403.
 
 use std::sync::Arc;
@@ -8,75 +7,53 @@ use std::sync::Arc;
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use jsonwebtoken::Algorithm;
 use serde_json::{Map, Value};
+use skein_token::{Hs256Signer, Verifier, VerifyingKey};
 
 use super::problem::Problem;
 use super::AdminState;
 
-/// How admin JWTs are checked.
-#[derive(Clone)]
+/// How admin JWTs are checked (through `skein_token`: allow-listed algorithms, keys by kid,
+/// `exp` required, `nbf`, and `iss` / `aud` when configured, with a small leeway) and which
+/// claim grants the admin role.
+#[derive(Debug, Clone)]
 pub struct JwtConfig {
-    algorithm: Algorithm,
-    decoding: DecodingKey,
+    pub verifier: Verifier,
     /// Present for HS256 only: lets `skein dev` issue its own admin token.
-    encoding: Option<EncodingKey>,
-    pub issuer: Option<String>,
-    pub audience: Option<String>,
+    signer: Option<Hs256Signer>,
     /// The claim holding roles: an array of strings or a space-separated string.
     pub role_claim: String,
     pub admin_role: String,
 }
 
-impl std::fmt::Debug for JwtConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JwtConfig")
-            .field("algorithm", &self.algorithm)
-            .field("issuer", &self.issuer)
-            .field("audience", &self.audience)
-            .field("role_claim", &self.role_claim)
-            .field("admin_role", &self.admin_role)
-            .finish_non_exhaustive()
-    }
-}
-
 impl JwtConfig {
+    fn with(verifier: Verifier, signer: Option<Hs256Signer>) -> Self {
+        Self {
+            verifier,
+            signer,
+            role_claim: "roles".to_owned(),
+            admin_role: "admin".to_owned(),
+        }
+    }
+
     /// HS256 with a shared secret (development and tests).
     pub fn hs256(secret: &[u8]) -> Self {
-        Self {
-            algorithm: Algorithm::HS256,
-            decoding: DecodingKey::from_secret(secret),
-            encoding: Some(EncodingKey::from_secret(secret)),
-            issuer: None,
-            audience: None,
-            role_claim: "roles".to_owned(),
-            admin_role: "admin".to_owned(),
-        }
+        Self::with(
+            Verifier::new(vec![VerifyingKey::hs256(secret, None)]),
+            Some(Hs256Signer::new(secret)),
+        )
     }
 
-    /// RS256 or ES256 with the issuer's public key in PEM.
+    /// RS256, ES256 or EdDSA with the issuer's public key in PEM.
     pub fn public_key_pem(algorithm: Algorithm, pem: &[u8]) -> Result<Self, String> {
-        let decoding = match algorithm {
-            Algorithm::RS256 => DecodingKey::from_rsa_pem(pem),
-            Algorithm::ES256 => DecodingKey::from_ec_pem(pem),
-            Algorithm::EdDSA => DecodingKey::from_ed_pem(pem),
-            other => return Err(format!("{other:?} is not an allowed algorithm")),
-        }
-        .map_err(|e| e.to_string())?;
-        Ok(Self {
-            algorithm,
-            decoding,
-            encoding: None,
-            issuer: None,
-            audience: None,
-            role_claim: "roles".to_owned(),
-            admin_role: "admin".to_owned(),
-        })
+        let key = VerifyingKey::public_pem(algorithm, pem, None)?;
+        Ok(Self::with(Verifier::new(vec![key]), None))
     }
 
     /// A token for `subject` with the admin role, valid for `ttl_secs` (HS256 only).
     pub fn issue_admin_token(&self, subject: &str, ttl_secs: u64) -> Option<String> {
-        let key = self.encoding.as_ref()?;
+        let signer = self.signer.as_ref()?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .ok()?
@@ -89,27 +66,13 @@ impl JwtConfig {
             self.role_claim.clone(),
             Value::from(vec![self.admin_role.clone()]),
         );
-        if let Some(issuer) = &self.issuer {
+        if let Some(issuer) = &self.verifier.issuer {
             claims.insert("iss".to_owned(), Value::from(issuer.clone()));
         }
-        if let Some(audience) = &self.audience {
+        if let Some(audience) = &self.verifier.audience {
             claims.insert("aud".to_owned(), Value::from(audience.clone()));
         }
-        encode(&Header::new(self.algorithm), &claims, key).ok()
-    }
-
-    fn validation(&self) -> Validation {
-        let mut validation = Validation::new(self.algorithm);
-        validation.set_required_spec_claims(&["exp", "sub"]);
-        match &self.issuer {
-            Some(issuer) => validation.set_issuer(&[issuer]),
-            None => validation.iss = None,
-        }
-        match &self.audience {
-            Some(audience) => validation.set_audience(&[audience]),
-            None => validation.validate_aud = false,
-        }
-        validation
+        signer.sign(&claims)
     }
 }
 
@@ -159,9 +122,10 @@ impl AdminAuth {
         let Some(jwt) = &self.jwt else {
             return Err(Problem::unauthorized("the token is not valid"));
         };
-        let claims = decode::<Map<String, Value>>(token, &jwt.decoding, &jwt.validation())
-            .map_err(|e| Problem::unauthorized(format!("the token is not valid: {e}")))?
-            .claims;
+        let claims = jwt
+            .verifier
+            .verify(token, &["sub"])
+            .map_err(|e| Problem::unauthorized(format!("the token is not valid: {e}")))?;
         if !has_role(&claims, &jwt.role_claim, &jwt.admin_role) {
             return Err(Problem::forbidden(format!(
                 "the token's {:?} claim does not grant the {:?} role",
