@@ -3,15 +3,14 @@
 //! Its Kafka listener serves one tenant's topics, under their plain names; clients act as one
 //! principal (authentication and ACLs on the Kafka path come later).
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use skein_broker::controller_link::{BrokerIdentity, ControllerLink};
-use skein_broker::{Broker, BrokerConfig};
-use tokio::net::TcpListener;
+use skein_broker::controller_link::ControllerLink;
+use skein_broker::Broker;
+
+use crate::listener_args::{identity, ListenerArgs};
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Debug, clap::Args)]
@@ -27,18 +26,8 @@ pub(crate) struct BrokerArgs {
     /// The tenant whose topics this broker's Kafka listener serves
     #[arg(long, env = "SKEIN_TENANT")]
     tenant: String,
-    /// Where partition logs live
-    #[arg(long, env = "SKEIN_DATA_DIR", default_value = "./skein-data")]
-    data_dir: PathBuf,
-    /// Address the Kafka listener binds (port 0 picks a free one)
-    #[arg(long, env = "SKEIN_KAFKA_LISTEN", default_value = "127.0.0.1:9092")]
-    kafka_listen: SocketAddr,
-    /// A TOML configuration file (see `docs/configuration.md`)
-    #[arg(long, env = "SKEIN_BROKER_CONFIG")]
-    config: Option<PathBuf>,
-    /// Seconds between retention and compaction runs
-    #[arg(long, default_value_t = 30)]
-    maintenance_interval_secs: u64,
+    #[command(flatten)]
+    listener: ListenerArgs,
     /// Seconds between heartbeats to the controller
     #[arg(long, default_value_t = 2)]
     heartbeat_interval_secs: u64,
@@ -53,20 +42,9 @@ pub(crate) fn run(args: BrokerArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(args.kafka_listen)
-        .await
-        .with_context(|| format!("failed to bind the Kafka listener on {}", args.kafka_listen))?;
+    let (listener, config) = args.listener.bind().await?;
     let address = listener.local_addr()?;
-    let mut config = BrokerConfig::new(&args.data_dir);
-    crate::config::apply(&mut config, args.config.as_deref(), std::env::vars())?;
-    config.advertised_host = address.ip().to_string();
-    config.advertised_port = address.port();
-    let identity = BrokerIdentity {
-        node_id: config.node_id,
-        host: config.advertised_host.clone(),
-        port: i32::from(config.advertised_port),
-        tenant: args.tenant.clone(),
-    };
+    let identity = identity(&config, &args.tenant);
     let link = ControllerLink::connect(&args.control_plane, identity)
         .await
         .with_context(|| {
@@ -77,7 +55,7 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         })?;
     let (broker, snapshots) = Broker::open_controlled(config, link.clone())
         .await
-        .with_context(|| format!("failed to open {}", args.data_dir.display()))?;
+        .with_context(|| format!("failed to open {}", args.listener.data_dir.display()))?;
     let heartbeats =
         link.spawn_heartbeats(Duration::from_secs(args.heartbeat_interval_secs.max(1)));
     let follower = broker.follow_controller(link, snapshots);
@@ -93,9 +71,9 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         args.tenant,
         args.control_plane.join(",")
     );
-    crate::dev::maintain_until_signal(
+    crate::listener_args::maintain_until_signal(
         &broker,
-        args.maintenance_interval_secs,
+        args.listener.maintenance_interval_secs,
         &mut interrupt,
         &mut terminate,
     )

@@ -8,13 +8,12 @@
 //! would, serving the `default` tenant, and an admin token is printed.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use skein_broker::controller_link::{BrokerIdentity, ControllerLink};
-use skein_broker::{Broker, BrokerConfig};
+use skein_broker::controller_link::ControllerLink;
+use skein_broker::Broker;
 use skein_catalog::{Catalog, CatalogError};
 use skein_control_plane::{
     ControllerConfig, ControllerService, Leadership, LeaseKeeper, TopicOpError, TopicOps,
@@ -24,23 +23,15 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::listener_args::{identity, ListenerArgs};
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct DevArgs {
-    /// Where topics and partition logs live
-    #[arg(long, env = "SKEIN_DATA_DIR", default_value = "./skein-data")]
-    data_dir: PathBuf,
-    /// Address the Kafka listener binds (port 0 picks a free one)
-    #[arg(long, env = "SKEIN_KAFKA_LISTEN", default_value = "127.0.0.1:9092")]
-    kafka_listen: SocketAddr,
-    /// A TOML configuration file (see `docs/configuration.md`)
-    #[arg(long, env = "SKEIN_BROKER_CONFIG")]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    listener: ListenerArgs,
     /// Address the admin REST API binds (port 0 picks a free one)
     #[arg(long, env = "SKEIN_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
     admin_listen: SocketAddr,
-    /// Seconds between retention and compaction runs
-    #[arg(long, default_value_t = 30)]
-    maintenance_interval_secs: u64,
 }
 
 pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
@@ -55,20 +46,17 @@ pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
 const DEV_TENANT: &str = "default";
 
 async fn serve(args: DevArgs) -> anyhow::Result<()> {
-    println!("skein dev: data directory {}", args.data_dir.display());
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("failed to create {}", args.data_dir.display()))?;
-    let listener = TcpListener::bind(args.kafka_listen)
-        .await
-        .with_context(|| format!("failed to bind the Kafka listener on {}", args.kafka_listen))?;
+    println!(
+        "skein dev: data directory {}",
+        args.listener.data_dir.display()
+    );
+    std::fs::create_dir_all(&args.listener.data_dir)
+        .with_context(|| format!("failed to create {}", args.listener.data_dir.display()))?;
+    let (listener, config) = args.listener.bind().await?;
     let address = listener.local_addr()?;
-    let mut config = BrokerConfig::new(&args.data_dir);
-    crate::config::apply(&mut config, args.config.as_deref(), std::env::vars())?;
-    config.advertised_host = address.ip().to_string();
-    config.advertised_port = address.port();
 
     // The control plane, in this process, on a SQLite catalog.
-    let catalog_path = args.data_dir.join("catalog.db");
+    let catalog_path = args.listener.data_dir.join("catalog.db");
     let catalog = Catalog::open(&format!("sqlite:{}", catalog_path.display()))
         .await
         .with_context(|| format!("failed to open the catalog {}", catalog_path.display()))?;
@@ -79,19 +67,14 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     let controller = DevController::start(catalog.clone()).await?;
 
     // The broker joins it, like `skein broker` does.
-    let identity = BrokerIdentity {
-        node_id: config.node_id,
-        host: config.advertised_host.clone(),
-        port: i32::from(config.advertised_port),
-        tenant: DEV_TENANT.to_owned(),
-    };
+    let identity = identity(&config, DEV_TENANT);
     let link = ControllerLink::connect(std::slice::from_ref(&controller.url), identity)
         .await
         .context("the broker could not register with the in-process controller")?;
-    import_local_topics(&args.data_dir, &controller.topics).await?;
+    import_local_topics(&args.listener.data_dir, &controller.topics).await?;
     let (broker, snapshots) = Broker::open_controlled(config, link.clone())
         .await
-        .with_context(|| format!("failed to open {}", args.data_dir.display()))?;
+        .with_context(|| format!("failed to open {}", args.listener.data_dir.display()))?;
     let heartbeats = link.spawn_heartbeats(Duration::from_secs(1));
     let follower = broker.follow_controller(link, snapshots);
     let reports = broker.logs.recovery_reports();
@@ -109,7 +92,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     }
 
     let jwt = skein_control_plane::JwtConfig::hs256(&crate::control_plane::dev_signing_secret(
-        &args.data_dir,
+        &args.listener.data_dir,
     )?);
     let token = jwt
         .issue_admin_token("skein-dev", 24 * 3600)
@@ -150,11 +133,11 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     println!("the gateway is not part of this build yet");
     println!(
         "running retention and compaction every {}s; press Ctrl-C to stop",
-        args.maintenance_interval_secs
+        args.listener.maintenance_interval_secs
     );
-    maintain_until_signal(
+    crate::listener_args::maintain_until_signal(
         &broker,
-        args.maintenance_interval_secs,
+        args.listener.maintenance_interval_secs,
         &mut interrupt,
         &mut terminate,
     )
@@ -269,37 +252,5 @@ async fn import_local_topics(data_dir: &std::path::Path, topics: &TopicOps) -> a
         }
     }
     std::fs::rename(&path, data_dir.join("topics.imported"))?;
-    Ok(())
-}
-
-/// Runs retention and compaction every `interval_secs` until SIGINT or SIGTERM.
-pub(crate) async fn maintain_until_signal(
-    broker: &Arc<Broker>,
-    interval_secs: u64,
-    interrupt: &mut tokio::signal::unix::Signal,
-    terminate: &mut tokio::signal::unix::Signal,
-) -> anyhow::Result<()> {
-    let mut ticks = tokio::time::interval(Duration::from_secs(interval_secs.max(1)));
-    ticks.tick().await;
-    loop {
-        tokio::select! {
-            _ = interrupt.recv() => break,
-            _ = terminate.recv() => break,
-            _ = ticks.tick() => {
-                let b = Arc::clone(broker);
-                match tokio::task::spawn_blocking(move || b.logs.maintain()).await? {
-                    Ok(report) if report.retention.segments_deleted > 0 || report.compaction.segments_rewritten > 0 => {
-                        tracing::info!(
-                            deleted_segments = report.retention.segments_deleted,
-                            compacted_segments = report.compaction.segments_rewritten,
-                            "maintenance"
-                        );
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::error!(error = %e, "maintenance failed"),
-                }
-            }
-        }
-    }
     Ok(())
 }

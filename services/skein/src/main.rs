@@ -6,6 +6,7 @@ mod config;
 mod control_plane;
 mod dev;
 mod dump;
+mod listener_args;
 mod migrate;
 
 use std::path::PathBuf;
