@@ -198,11 +198,24 @@ impl Catalog {
         )
         .fetch_all(&self.pool)
         .await?;
-        let mut topics = Vec::with_capacity(rows.len());
-        for row in &rows {
-            topics.push((row.try_get("tenant_name")?, self.with_configs(row).await?));
+        // Every config in one query, not one per topic: the controller reads this often.
+        let mut configs: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for c in sqlx::query("SELECT topic_id, name, value FROM topic_configs")
+            .fetch_all(&self.pool)
+            .await?
+        {
+            configs
+                .entry(c.try_get("topic_id")?)
+                .or_default()
+                .insert(c.try_get("name")?, c.try_get("value")?);
         }
-        Ok(topics)
+        rows.iter()
+            .map(|row| {
+                let id: String = row.try_get("id")?;
+                let topic = topic_row(row, configs.remove(&id).unwrap_or_default())?;
+                Ok((row.try_get("tenant_name")?, topic))
+            })
+            .collect()
     }
 
     /// Every partition of every topic, by topic id and index.
@@ -253,15 +266,7 @@ impl Catalog {
             .iter()
             .map(|c| Ok((c.try_get("name")?, c.try_get("value")?)))
             .collect::<Result<BTreeMap<String, String>>>()?;
-        Ok(Topic {
-            id,
-            tenant_id: row.try_get("tenant_id")?,
-            name: row.try_get("name")?,
-            partitions: int(row, "partitions")?,
-            replication_factor: int(row, "replication_factor")?,
-            configs,
-            created_at: row.try_get("created_at")?,
-        })
+        topic_row(row, configs)
     }
 
     /// Replaces a topic's config overrides, in one transaction.
@@ -387,6 +392,18 @@ impl Catalog {
         .await?;
         partition(&row)
     }
+}
+
+fn topic_row(row: &sqlx::any::AnyRow, configs: BTreeMap<String, String>) -> Result<Topic> {
+    Ok(Topic {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        name: row.try_get("name")?,
+        partitions: int(row, "partitions")?,
+        replication_factor: int(row, "replication_factor")?,
+        configs,
+        created_at: row.try_get("created_at")?,
+    })
 }
 
 async fn insert_partition(

@@ -180,6 +180,7 @@ async fn places_topics_on_live_brokers_and_streams_every_change() {
     assert_eq!(next.topics.len(), 1);
     assert_eq!(next.topics[0].tenant, "acme");
     assert_eq!(next.topics[0].partitions.len(), 6);
+    assert_eq!(next.topics[0].configs["retention.ms"], "60000");
 
     // Refusals, each with its code and nothing written.
     let refused = |r: Result<pb::Topic, tonic::Status>| r.unwrap_err().code();
