@@ -165,4 +165,28 @@ impl Catalog {
             .await?;
         Ok(Ok(row.try_get("principal_id")?))
     }
+
+    /// Checks a presented key like [`Catalog::verify_api_key`]; on success answers the
+    /// names of its tenant and principal.
+    pub async fn authenticate_api_key(
+        &self,
+        id: &str,
+        secret: &str,
+    ) -> Result<Result<(String, String), KeyRefusal>> {
+        let principal_id = match self.verify_api_key(id, secret).await? {
+            Ok(principal_id) => principal_id,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let row = sqlx::query(
+            "SELECT t.name AS tenant_name, p.name AS principal_name \
+             FROM principals p JOIN tenants t ON t.id = p.tenant_id WHERE p.id = $1",
+        )
+        .bind(&principal_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Ok(Err(KeyRefusal::Unknown));
+        };
+        Ok(Ok((row.try_get("tenant_name")?, row.try_get("principal_name")?)))
+    }
 }

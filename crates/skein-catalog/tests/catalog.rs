@@ -461,6 +461,20 @@ async fn api_keys(catalog: &Catalog) {
         .is_some());
     assert_eq!(
         catalog
+            .authenticate_api_key(&key.id, &key.secret)
+            .await
+            .unwrap(),
+        Ok(("acme".to_owned(), "alice".to_owned()))
+    );
+    assert_eq!(
+        catalog
+            .authenticate_api_key(&key.id, "f".repeat(64).as_str())
+            .await
+            .unwrap(),
+        Err(KeyRefusal::WrongSecret)
+    );
+    assert_eq!(
+        catalog
             .verify_api_key(&key.id, "0".repeat(64).as_str())
             .await
             .unwrap(),

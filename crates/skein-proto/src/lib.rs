@@ -12,6 +12,8 @@ pub mod controller {
     tonic::include_proto!("skein.controller.v1");
 }
 
+pub mod replicas;
+
 /// ACL bindings and filters between their wire form (Kafka's names) and `skein_auth`'s types.
 pub mod acl {
     use skein_auth::{AclBinding, AclBindingFilter, AclError, PatternTypeFilter};

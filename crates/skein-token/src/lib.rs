@@ -89,6 +89,42 @@ impl VerifyingKey {
         })
     }
 
+    /// A key from a JSON Web Key Set: RSA (RS256), EC P-256 (ES256) or OKP Ed25519 (EdDSA).
+    /// A key whose `alg` names another algorithm, or that is meant for encryption, is
+    /// refused.
+    pub fn from_jwk(jwk: &jsonwebtoken::jwk::Jwk) -> Result<Self, String> {
+        use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, PublicKeyUse};
+        if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
+            return Err("the key is for encryption, not signatures".to_owned());
+        }
+        let algorithm = match &jwk.algorithm {
+            AlgorithmParameters::RSA(_) => Algorithm::RS256,
+            AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => {
+                Algorithm::ES256
+            }
+            AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => {
+                Algorithm::EdDSA
+            }
+            _ => return Err("only RSA, EC P-256 and Ed25519 keys are accepted".to_owned()),
+        };
+        if let Some(named) = jwk.common.key_algorithm {
+            let named = format!("{named:?}");
+            if named != format!("{algorithm:?}") {
+                return Err(format!("the key's alg {named} is not accepted"));
+            }
+        }
+        let key = DecodingKey::from_jwk(jwk).map_err(|e| e.to_string())?;
+        Ok(Self {
+            kid: jwk.common.key_id.clone(),
+            algorithm,
+            key,
+        })
+    }
+
+    pub fn kid(&self) -> Option<&str> {
+        self.kid.as_deref()
+    }
+
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
     }
@@ -111,6 +147,21 @@ impl Verifier {
             issuer: None,
             audience: None,
             leeway_secs: 30,
+        }
+    }
+
+    /// The keys tokens are checked against.
+    pub fn keys(&self) -> &[VerifyingKey] {
+        &self.keys
+    }
+
+    /// The same expectations with another set of keys.
+    pub fn with_keys(&self, keys: Vec<VerifyingKey>) -> Self {
+        Self {
+            keys,
+            issuer: self.issuer.clone(),
+            audience: self.audience.clone(),
+            leeway_secs: self.leeway_secs,
         }
     }
 

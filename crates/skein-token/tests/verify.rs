@@ -198,3 +198,35 @@ fn hs256_works_only_where_configured() {
     let token = signer.sign(&good()).unwrap();
     assert_eq!(v.verify(&token, &["sub"]).unwrap()["sub"], "alice");
 }
+
+#[test]
+fn keys_from_a_jwks_verify_tokens_naming_their_kid() {
+    let set: jsonwebtoken::jwk::JwkSet =
+        serde_json::from_slice(&key("jwks.json")).unwrap();
+    let keys: Vec<VerifyingKey> = set
+        .keys
+        .iter()
+        .map(|jwk| VerifyingKey::from_jwk(jwk).unwrap())
+        .collect();
+    assert_eq!(
+        keys.iter().map(VerifyingKey::algorithm).collect::<Vec<_>>(),
+        [Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA]
+    );
+    let v = verifier().with_keys(keys);
+    for (algorithm, kid) in [
+        (Algorithm::RS256, "rsa-jwk"),
+        (Algorithm::ES256, "ec-jwk"),
+        (Algorithm::EdDSA, "ed-jwk"),
+    ] {
+        let verified = v.verify(&mint(algorithm, Some(kid), &good()), &["sub"]);
+        assert_eq!(verified.unwrap()["sub"], "alice", "{algorithm:?}");
+    }
+    assert_eq!(
+        v.verify(&mint(Algorithm::RS256, Some("rotated"), &good()), &["sub"]),
+        Err(TokenError::UnknownKey(Some("rotated".into())))
+    );
+    // A symmetric key in a key set is never accepted.
+    let oct: jsonwebtoken::jwk::Jwk =
+        serde_json::from_value(json!({"kty": "oct", "k": "c2VjcmV0", "kid": "x"})).unwrap();
+    assert!(VerifyingKey::from_jwk(&oct).is_err());
+}

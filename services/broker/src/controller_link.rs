@@ -2,28 +2,24 @@
 //! incarnation, heartbeats, forwarded topic and ACL changes, and the metadata stream that
 //! feeds the topic registry. The broker serves one tenant's topics, under their plain names.
 //!
-//! Calls go to the control-plane replica that last answered; one that is unreachable or not
-//! the active controller (UNAVAILABLE) passes the call to the next, so a broker rides
-//! through a controller failover.
+//! Calls fail over between the control-plane replicas (`skein_proto::replicas`).
 
 // tonic's `Status` is the error type of every gRPC call; it is large by design.
 #![allow(clippy::result_large_err)]
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use skein_proto::controller as pb;
 use skein_proto::controller::controller_client::ControllerClient;
-use tonic::transport::{Channel, Endpoint};
+pub use skein_proto::replicas::Snapshots;
+use skein_proto::replicas::ControllerReplicas;
+use tonic::transport::Channel;
 use uuid::Uuid;
 
 use crate::topics::TopicInfo;
 
-/// The controller's metadata snapshots, as they come.
-pub type Snapshots = tonic::Streaming<pb::MetadataSnapshot>;
 
 /// Who this broker is to the controller.
 #[derive(Debug, Clone)]
@@ -38,8 +34,7 @@ pub struct BrokerIdentity {
 /// A registered broker's channels to the control-plane replicas.
 #[derive(Debug, Clone)]
 pub struct ControllerLink {
-    replicas: Arc<[(String, ControllerClient<Channel>)]>,
-    preferred: Arc<AtomicUsize>,
+    replicas: ControllerReplicas,
     identity: BrokerIdentity,
     incarnation: String,
 }
@@ -65,18 +60,8 @@ impl ControllerLink {
     /// Connects (lazily) to each replica in `urls` and registers under a new incarnation
     /// with whichever answers.
     pub async fn connect(urls: &[String], identity: BrokerIdentity) -> anyhow::Result<Self> {
-        anyhow::ensure!(!urls.is_empty(), "no control-plane address given");
-        let mut replicas = Vec::with_capacity(urls.len());
-        for url in urls {
-            let channel = Endpoint::from_shared(url.clone())
-                .map_err(|e| anyhow::anyhow!("{url}: {e}"))?
-                .connect_timeout(Duration::from_secs(2))
-                .connect_lazy();
-            replicas.push((url.clone(), ControllerClient::new(channel)));
-        }
         let link = Self {
-            replicas: replicas.into(),
-            preferred: Arc::new(AtomicUsize::new(0)),
+            replicas: ControllerReplicas::connect_lazy(urls)?,
             identity,
             incarnation: Uuid::new_v4().to_string(),
         };
@@ -88,35 +73,13 @@ impl ControllerLink {
         &self.identity
     }
 
-    /// Sends `request` with `call` to the preferred replica, then to the others while they
-    /// answer UNAVAILABLE.
     async fn call<Req, T, F, Fut>(&self, request: Req, call: F) -> Result<T, ControllerError>
     where
         Req: Clone,
         F: Fn(ControllerClient<Channel>, Req) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        let count = self.replicas.len();
-        let first = self.preferred.load(Ordering::Relaxed) % count;
-        let mut last = None;
-        for step in 0..count {
-            let index = (first + step) % count;
-            let (url, client) = &self.replicas[index];
-            match call(client.clone(), request.clone()).await {
-                Ok(response) => {
-                    self.preferred.store(index, Ordering::Relaxed);
-                    return Ok(response.into_inner());
-                }
-                Err(status) if status.code() == tonic::Code::Unavailable => {
-                    tracing::debug!(replica = %url, message = status.message(), "trying another control-plane replica");
-                    last = Some(status);
-                }
-                Err(status) => return Err(status.into()),
-            }
-        }
-        Err(last
-            .unwrap_or_else(|| tonic::Status::unavailable("no control-plane replica"))
-            .into())
+        Ok(self.replicas.call(request, call).await?)
     }
 
     async fn register(&self) -> Result<(), ControllerError> {
@@ -167,10 +130,7 @@ impl ControllerLink {
 
     /// The stream of metadata snapshots, from whichever replica answers.
     pub async fn watch(&self) -> Result<Snapshots, ControllerError> {
-        self.call(pb::WatchMetadataRequest {}, |mut c, r| async move {
-            c.watch_metadata(r).await
-        })
-        .await
+        Ok(self.replicas.watch().await?)
     }
 
     /// This tenant's ACL bindings in a snapshot (a binding that does not parse is skipped).

@@ -434,6 +434,28 @@ impl Controller for ControllerService {
 
     type WatchMetadataStream = SnapshotStream;
 
+    async fn authenticate_api_key(
+        &self,
+        request: Request<pb::AuthenticateApiKeyRequest>,
+    ) -> Result<Response<pb::AuthenticateApiKeyResponse>, Status> {
+        let request = request.into_inner();
+        match self
+            .catalog
+            .authenticate_api_key(&request.key_id, &request.secret)
+            .await
+            .map_err(status)?
+        {
+            Ok((tenant, principal)) => Ok(Response::new(pb::AuthenticateApiKeyResponse {
+                tenant,
+                principal,
+            })),
+            Err(refusal) => {
+                tracing::info!(key = %request.key_id, ?refusal, "API key refused");
+                Err(Status::unauthenticated("the API key is not valid"))
+            }
+        }
+    }
+
     async fn watch_metadata(
         &self,
         _request: Request<pb::WatchMetadataRequest>,

@@ -15,7 +15,7 @@ use skein_auth::{
 use skein_catalog::AclRecord;
 use utoipa::{IntoParams, ToSchema};
 
-use super::extract::{ApiJson, ApiQuery};
+use skein_http::{ApiJson, ApiQuery};
 use super::tenants::find;
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
 

@@ -11,7 +11,7 @@ use jsonwebtoken::Algorithm;
 use serde_json::{Map, Value};
 use skein_token::{Hs256Signer, Verifier, VerifyingKey};
 
-use super::problem::Problem;
+use skein_http::Problem;
 use super::AdminState;
 
 /// How admin JWTs are checked (through `skein_token`: allow-listed algorithms, keys by kid,

@@ -8,9 +8,7 @@
 
 pub mod acls;
 mod auth;
-mod extract;
 pub mod principals;
-mod problem;
 pub mod quotas;
 pub mod tenants;
 pub mod topics;
@@ -26,7 +24,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 pub use auth::{Admin, AdminAuth, JwtConfig};
-pub use problem::Problem;
+pub use skein_http::Problem;
 
 /// The largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;

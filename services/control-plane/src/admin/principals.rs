@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use skein_catalog::{ApiKey, Principal, PrincipalKind};
 use utoipa::ToSchema;
 
-use super::extract::{ApiJson, ApiQuery};
+use skein_http::{ApiJson, ApiQuery};
 use super::tenants::{find, Page};
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use skein_catalog::{Quota, QuotaRecord};
 use utoipa::ToSchema;
 
-use super::extract::ApiJson;
+use skein_http::ApiJson;
 use super::tenants::find;
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
 

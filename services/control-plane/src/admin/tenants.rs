@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use skein_catalog::Tenant;
 use utoipa::{IntoParams, ToSchema};
 
-use super::extract::{ApiJson, ApiQuery};
+use skein_http::{ApiJson, ApiQuery};
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
 
 /// A tenant to create.

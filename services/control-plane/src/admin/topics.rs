@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use skein_catalog::{Partition, Topic};
 use utoipa::ToSchema;
 
-use super::extract::{ApiJson, ApiQuery};
+use skein_http::{ApiJson, ApiQuery};
 use super::tenants::{find, Page};
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
 use crate::topic_ops::TopicOpError;

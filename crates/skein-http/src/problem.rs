@@ -1,10 +1,9 @@
-//! RFC 9457 problem details: every error the admin API returns, as
-//! `application/problem+json`, mapped once from the catalog's and the request's errors.
+//! RFC 9457 problem details: every error an HTTP API returns, as
+//! `application/problem+json`.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use skein_catalog::CatalogError;
 use utoipa::ToSchema;
 
 /// A problem details body.
@@ -19,6 +18,9 @@ pub struct Problem {
     pub status: u16,
     /// What went wrong with this request, and what to change.
     pub detail: String,
+    /// Seconds after which a refused request may be retried (the `Retry-After` header).
+    #[serde(skip)]
+    pub retry_after_secs: Option<u64>,
 }
 
 impl Problem {
@@ -28,7 +30,15 @@ impl Problem {
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status: status.as_u16(),
             detail: detail.into(),
+            retry_after_secs: None,
         }
+    }
+
+    /// 429: a quota was used up; retry after `secs`.
+    pub fn too_many_requests(detail: impl Into<String>, secs: u64) -> Self {
+        let mut problem = Self::new(StatusCode::TOO_MANY_REQUESTS, "quota-exceeded", detail);
+        problem.retry_after_secs = Some(secs.max(1));
+        problem
     }
 
     pub fn bad_request(detail: impl Into<String>) -> Self {
@@ -59,6 +69,9 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(secs) = self.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         if unauthorized {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
@@ -66,8 +79,10 @@ impl IntoResponse for Problem {
     }
 }
 
-impl From<CatalogError> for Problem {
-    fn from(e: CatalogError) -> Self {
+#[cfg(feature = "catalog")]
+impl From<skein_catalog::CatalogError> for Problem {
+    fn from(e: skein_catalog::CatalogError) -> Self {
+        use skein_catalog::CatalogError;
         match &e {
             CatalogError::AlreadyExists { .. } => {
                 Self::new(StatusCode::CONFLICT, "already-exists", e.to_string())

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::de::DeserializeOwned;
 
-use super::problem::Problem;
+use crate::Problem;
 
 /// A JSON body (`Content-Type: application/json`), refused as a problem when it does not fit.
 #[derive(Debug)]
@@ -40,7 +40,7 @@ fn json_problem(rejection: &JsonRejection) -> Problem {
             Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "too-large",
-                format!("the body is over {} bytes", super::MAX_BODY_BYTES),
+                "the body is over this endpoint's size limit",
             )
         }
         other => Problem::bad_request(format!("the body is not valid here: {}", other.body_text())),

@@ -1,0 +1,96 @@
+//! Calls to the control plane's replicas with failover: a call goes to the replica that
+//! last answered; one that is unreachable or standing by (UNAVAILABLE) passes the call to
+//! the next, so brokers and gateways ride through a controller failover.
+
+// tonic's `Status` is the error type of every gRPC call; it is large by design.
+#![allow(clippy::result_large_err)]
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+use crate::controller as pb;
+use crate::controller::controller_client::ControllerClient;
+
+/// The controller's metadata snapshots, as they come.
+pub type Snapshots = tonic::Streaming<pb::MetadataSnapshot>;
+
+/// Lazily connected channels to each control-plane replica.
+#[derive(Debug, Clone)]
+pub struct ControllerReplicas {
+    replicas: Arc<[(String, ControllerClient<Channel>)]>,
+    preferred: Arc<AtomicUsize>,
+}
+
+/// Why the replicas could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicasError {
+    #[error("no control-plane address given")]
+    NoAddress,
+    #[error("control-plane address {url}: {reason}")]
+    BadAddress { url: String, reason: String },
+}
+
+impl ControllerReplicas {
+    /// Channels to each replica in `urls`; nothing connects until the first call.
+    pub fn connect_lazy(urls: &[String]) -> Result<Self, ReplicasError> {
+        if urls.is_empty() {
+            return Err(ReplicasError::NoAddress);
+        }
+        let mut replicas = Vec::with_capacity(urls.len());
+        for url in urls {
+            let channel = Endpoint::from_shared(url.clone())
+                .map_err(|e| ReplicasError::BadAddress {
+                    url: url.clone(),
+                    reason: e.to_string(),
+                })?
+                .connect_timeout(Duration::from_secs(2))
+                .connect_lazy();
+            replicas.push((url.clone(), ControllerClient::new(channel)));
+        }
+        Ok(Self {
+            replicas: replicas.into(),
+            preferred: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// Sends `request` with `call` to the preferred replica, then to the others while they
+    /// answer UNAVAILABLE.
+    pub async fn call<Req, T, F, Fut>(&self, request: Req, call: F) -> Result<T, tonic::Status>
+    where
+        Req: Clone,
+        F: Fn(ControllerClient<Channel>, Req) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let count = self.replicas.len();
+        let first = self.preferred.load(Ordering::Relaxed) % count;
+        let mut last = None;
+        for step in 0..count {
+            let index = (first + step) % count;
+            let (url, client) = &self.replicas[index];
+            match call(client.clone(), request.clone()).await {
+                Ok(response) => {
+                    self.preferred.store(index, Ordering::Relaxed);
+                    return Ok(response.into_inner());
+                }
+                Err(status) if status.code() == tonic::Code::Unavailable => {
+                    tracing::debug!(replica = %url, message = status.message(), "trying another control-plane replica");
+                    last = Some(status);
+                }
+                Err(status) => return Err(status),
+            }
+        }
+        Err(last.unwrap_or_else(|| tonic::Status::unavailable("no control-plane replica")))
+    }
+
+    /// The stream of metadata snapshots, from whichever replica answers.
+    pub async fn watch(&self) -> Result<Snapshots, tonic::Status> {
+        self.call(pb::WatchMetadataRequest {}, |mut c, r| async move {
+            c.watch_metadata(r).await
+        })
+        .await
+    }
+}
