@@ -187,6 +187,9 @@ impl Catalog {
         let Some(row) = row else {
             return Ok(Err(KeyRefusal::Unknown));
         };
-        Ok(Ok((row.try_get("tenant_name")?, row.try_get("principal_name")?)))
+        Ok(Ok((
+            row.try_get("tenant_name")?,
+            row.try_get("principal_name")?,
+        )))
     }
 }

@@ -201,8 +201,7 @@ fn hs256_works_only_where_configured() {
 
 #[test]
 fn keys_from_a_jwks_verify_tokens_naming_their_kid() {
-    let set: jsonwebtoken::jwk::JwkSet =
-        serde_json::from_slice(&key("jwks.json")).unwrap();
+    let set: jsonwebtoken::jwk::JwkSet = serde_json::from_slice(&key("jwks.json")).unwrap();
     let keys: Vec<VerifyingKey> = set
         .keys
         .iter()

@@ -100,6 +100,12 @@ impl ChildBroker {
             .arg("--data-dir")
             .arg(dir)
             .args(["--kafka-listen", &format!("127.0.0.1:{port}")])
+            .args([
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--gateway-listen",
+                "127.0.0.1:0",
+            ])
             .env("SKEIN_BROKER_GROUP_INITIAL_REBALANCE_DELAY_MS", "0");
         Self::spawn("skein", binary, port, command)
     }

@@ -13,13 +13,12 @@ use std::time::Duration;
 
 use skein_proto::controller as pb;
 use skein_proto::controller::controller_client::ControllerClient;
-pub use skein_proto::replicas::Snapshots;
 use skein_proto::replicas::ControllerReplicas;
+pub use skein_proto::replicas::Snapshots;
 use tonic::transport::Channel;
 use uuid::Uuid;
 
 use crate::topics::TopicInfo;
-
 
 /// Who this broker is to the controller.
 #[derive(Debug, Clone)]

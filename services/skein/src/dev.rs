@@ -5,7 +5,8 @@
 //! retention, compaction and time-based flushes, and closes every log cleanly on Ctrl-C
 //! (SIGINT) or SIGTERM. Beside it, the control plane (admin API and controller) runs on a
 //! SQLite catalog in the same directory; the broker joins that controller as `skein broker`
-//! would, serving the `default` tenant, and an admin token is printed.
+//! would, serving the `dev` tenant, and an admin token is printed. The REST gateway runs too,
+//! with a development token that may write and read every topic and group of `dev`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,6 +33,9 @@ pub(crate) struct DevArgs {
     /// Address the admin REST API binds (port 0 picks a free one)
     #[arg(long, env = "SKEIN_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
     admin_listen: SocketAddr,
+    /// Address the gateway's REST API binds (port 0 picks a free one)
+    #[arg(long, env = "SKEIN_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
+    gateway_listen: SocketAddr,
 }
 
 pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
@@ -43,7 +47,10 @@ pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
 }
 
 /// The tenant `skein dev`'s Kafka listener serves.
-const DEV_TENANT: &str = "default";
+const DEV_TENANT: &str = "dev";
+
+/// The principal of the development token.
+const DEV_PRINCIPAL: &str = "dev";
 
 async fn serve(args: DevArgs) -> anyhow::Result<()> {
     println!(
@@ -62,8 +69,9 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         .with_context(|| format!("failed to open the catalog {}", catalog_path.display()))?;
     match catalog.create_tenant(DEV_TENANT).await {
         Ok(_) | Err(CatalogError::AlreadyExists { .. }) => {}
-        Err(e) => return Err(e).context("failed to create the default tenant"),
+        Err(e) => return Err(e).context("failed to create the dev tenant"),
     }
+    allow_dev_principal(&catalog).await?;
     let controller = DevController::start(catalog.clone()).await?;
 
     // The broker joins it, like `skein broker` does.
@@ -91,9 +99,8 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         );
     }
 
-    let jwt = skein_control_plane::JwtConfig::hs256(&crate::control_plane::dev_signing_secret(
-        &args.listener.data_dir,
-    )?);
+    let secret = crate::control_plane::dev_signing_secret(&args.listener.data_dir)?;
+    let jwt = skein_control_plane::JwtConfig::hs256(&secret);
     let token = jwt
         .issue_admin_token("skein-dev", 24 * 3600)
         .context("failed to issue the admin token")?;
@@ -124,13 +131,38 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     let server = tokio::spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
         let _ = stopped.await;
     }));
+    let gateway = crate::gateway::RunningGateway::start(
+        skein_proto::replicas::ControllerReplicas::connect_lazy(std::slice::from_ref(
+            &controller.url,
+        ))?,
+        skein_gateway::AuthConfig {
+            verifier: skein_token::Verifier::new(vec![skein_token::VerifyingKey::hs256(
+                &secret, None,
+            )]),
+            jwks_url: None,
+            tenant_claim: "tenant".to_owned(),
+        },
+        skein_gateway::HttpOptions {
+            cors_origins: vec!["*".to_owned()],
+            ..Default::default()
+        },
+        args.gateway_listen,
+    )
+    .await?;
+    let dev_token = dev_token(&secret)?;
     println!("kafka: bootstrap server {address} (tenant {DEV_TENANT:?}; topics are created on first use)");
     println!(
         "admin API: http://{admin_address} (catalog {})",
         catalog_path.display()
     );
     println!("admin token (24 h): {token}");
-    println!("the gateway is not part of this build yet");
+    println!(
+        "gateway: REST http://{} (OpenAPI at /openapi.json)",
+        gateway.rest
+    );
+    println!(
+        "dev token (24 h; writes and reads every topic of tenant {DEV_TENANT:?}): {dev_token}"
+    );
     println!(
         "running retention and compaction every {}s; press Ctrl-C to stop",
         args.listener.maintenance_interval_secs
@@ -145,6 +177,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     println!("shutting down: flushing and closing every log");
     let _ = stop.send(());
     let _ = admin_stop.send(());
+    gateway.stop().await?;
     server.await?;
     admin.await?.context("the admin API failed")?;
     heartbeats.abort();
@@ -253,4 +286,42 @@ async fn import_local_topics(data_dir: &std::path::Path, topics: &TopicOps) -> a
     }
     std::fs::rename(&path, data_dir.join("topics.imported"))?;
     Ok(())
+}
+
+/// ACLs letting the development principal do anything with the dev tenant's topics and
+/// groups (created once; creating them again changes nothing).
+async fn allow_dev_principal(catalog: &Catalog) -> anyhow::Result<()> {
+    use skein_auth::{
+        AclBinding, Operation, PatternType, Permission, Principal, ResourceType, ANY_HOST,
+    };
+    let tenant = catalog.tenant_by_name(DEV_TENANT).await?;
+    for resource_type in [ResourceType::Topic, ResourceType::Group] {
+        let binding = AclBinding {
+            principal: Principal::user(DEV_PRINCIPAL),
+            host: ANY_HOST.to_owned(),
+            resource_type,
+            resource_name: "*".to_owned(),
+            pattern_type: PatternType::Literal,
+            operation: Operation::All,
+            permission: Permission::Allow,
+        };
+        catalog
+            .create_acl(&tenant.id, &binding)
+            .await
+            .context("failed to create the dev principal's ACLs")?;
+    }
+    Ok(())
+}
+
+/// A 24-hour gateway token for the dev principal of the dev tenant.
+fn dev_token(secret: &[u8]) -> anyhow::Result<String> {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs()
+        + 24 * 3600;
+    let claims = serde_json::json!({"sub": DEV_PRINCIPAL, "tenant": DEV_TENANT, "exp": exp});
+    let claims = claims.as_object().cloned().unwrap_or_default();
+    skein_token::Hs256Signer::new(secret)
+        .sign(&claims)
+        .context("failed to sign the dev token")
 }

@@ -6,6 +6,7 @@ mod config;
 mod control_plane;
 mod dev;
 mod dump;
+mod gateway;
 mod listener_args;
 mod migrate;
 
@@ -39,6 +40,8 @@ enum Command {
     Broker(broker::BrokerArgs),
     /// Run the control plane (the admin REST API) on a PostgreSQL or SQLite catalog
     ControlPlane(control_plane::ControlPlaneArgs),
+    /// Run the REST gateway in front of a cluster's brokers
+    Gateway(gateway::GatewayArgs),
     /// Apply the catalog's pending schema migrations (PostgreSQL or SQLite)
     Migrate(migrate::MigrateArgs),
 }
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Migrate(args) => migrate::run(args),
         Command::ControlPlane(args) => control_plane::run(args),
         Command::Broker(args) => broker::run(args),
+        Command::Gateway(args) => gateway::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

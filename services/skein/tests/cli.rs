@@ -61,6 +61,8 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
             "127.0.0.1:0",
             "--admin-listen",
             "127.0.0.1:0",
+            "--gateway-listen",
+            "127.0.0.1:0",
             "--data-dir",
         ])
         .arg(data.path())
@@ -114,7 +116,7 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
     let (status, body) = http(
         &admin,
         "GET",
-        "/v1/tenants/default/topics/orders",
+        "/v1/tenants/dev/topics/orders",
         Some(&token),
         "",
     );
@@ -128,7 +130,7 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
     let (status, body) = http(
         &admin,
         "POST",
-        "/v1/tenants/default/topics",
+        "/v1/tenants/dev/topics",
         Some(&token),
         r#"{"topic_name":"from-admin","partitions_count":2}"#,
     );
@@ -280,6 +282,8 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
             "127.0.0.1:0",
             "--admin-listen",
             "127.0.0.1:0",
+            "--gateway-listen",
+            "127.0.0.1:0",
             "--config",
         ])
         .arg(&config)
@@ -327,6 +331,8 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
             "--kafka-listen",
             "127.0.0.1:0",
             "--admin-listen",
+            "127.0.0.1:0",
+            "--gateway-listen",
             "127.0.0.1:0",
             "--config",
         ])

@@ -15,9 +15,9 @@ use skein_auth::{
 use skein_catalog::AclRecord;
 use utoipa::{IntoParams, ToSchema};
 
-use skein_http::{ApiJson, ApiQuery};
 use super::tenants::find;
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
+use skein_http::{ApiJson, ApiQuery};
 
 /// An ACL binding to create. Names are Kafka's, case-insensitive.
 #[derive(Debug, Deserialize, ToSchema)]

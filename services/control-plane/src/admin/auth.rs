@@ -11,8 +11,8 @@ use jsonwebtoken::Algorithm;
 use serde_json::{Map, Value};
 use skein_token::{Hs256Signer, Verifier, VerifyingKey};
 
-use skein_http::Problem;
 use super::AdminState;
+use skein_http::Problem;
 
 /// How admin JWTs are checked (through `skein_token`: allow-listed algorithms, keys by kid,
 /// `exp` required, `nbf`, and `iss` / `aud` when configured, with a small leeway) and which

@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use skein_catalog::{ApiKey, Principal, PrincipalKind};
 use utoipa::ToSchema;
 
-use skein_http::{ApiJson, ApiQuery};
 use super::tenants::{find, Page};
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
+use skein_http::{ApiJson, ApiQuery};
 
 /// A principal to create.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use skein_catalog::{Quota, QuotaRecord};
 use utoipa::ToSchema;
 
-use skein_http::ApiJson;
 use super::tenants::find;
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
+use skein_http::ApiJson;
 
 /// Limits; an absent one is unlimited. Every given limit must be positive.
 #[derive(Debug, Default, Deserialize, Serialize, ToSchema)]

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use skein_catalog::Tenant;
 use utoipa::{IntoParams, ToSchema};
 
-use skein_http::{ApiJson, ApiQuery};
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
+use skein_http::{ApiJson, ApiQuery};
 
 /// A tenant to create.
 #[derive(Debug, Deserialize, ToSchema)]

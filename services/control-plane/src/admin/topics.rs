@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 use skein_catalog::{Partition, Topic};
 use utoipa::ToSchema;
 
-use skein_http::{ApiJson, ApiQuery};
 use super::tenants::{find, Page};
 use super::{Admin, AdminState, ListMetadata, Problem, ResourceMetadata};
 use crate::topic_ops::TopicOpError;
+use skein_http::{ApiJson, ApiQuery};
 
 /// A topic to create.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -1,0 +1,54 @@
+//! [`Brokers`]: one Kafka client per tenant, bootstrapped from the brokers the cluster view
+//! says serve that tenant, and replaced when that set changes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use skein_client::{Client, ClientConfig, Producer, ProducerConfig};
+use tokio::sync::Mutex;
+
+use crate::cluster::View;
+use crate::error::GatewayError;
+
+/// A tenant's client and producer.
+#[derive(Debug, Clone)]
+pub struct TenantClient {
+    pub client: Client,
+    /// Writes with acks=all.
+    pub producer: Arc<Producer>,
+}
+
+#[derive(Debug, Default)]
+pub struct Brokers {
+    clients: Mutex<HashMap<String, (Vec<String>, TenantClient)>>,
+}
+
+impl Brokers {
+    /// The client for `tenant`, connecting when there is none for its current brokers.
+    pub async fn tenant(&self, view: &View, tenant: &str) -> Result<TenantClient, GatewayError> {
+        let brokers = view
+            .tenant(tenant)
+            .map(|t| t.brokers.clone())
+            .unwrap_or_default();
+        if brokers.is_empty() {
+            return Err(GatewayError::Unavailable(format!(
+                "no broker serves tenant {tenant} now"
+            )));
+        }
+        let mut clients = self.clients.lock().await;
+        if let Some((known, client)) = clients.get(tenant) {
+            if *known == brokers {
+                return Ok(client.clone());
+            }
+        }
+        let mut config = ClientConfig::new(brokers.clone());
+        config.client_id = "skein-gateway".to_owned();
+        let client = Client::connect(config).await?;
+        let tenant_client = TenantClient {
+            producer: Arc::new(Producer::new(client.clone(), ProducerConfig::default())),
+            client,
+        };
+        clients.insert(tenant.to_owned(), (brokers, tenant_client.clone()));
+        Ok(tenant_client)
+    }
+}

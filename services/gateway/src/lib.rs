@@ -1,0 +1,69 @@
+//! The gateway: REST (axum) and gRPC (tonic) in front of the brokers, for web apps and
+//! services that do not speak Kafka.
+//!
+//! It keeps no consumer state: a reader's position lives in the request, in a resume token
+//! the client holds, or in the brokers' group coordinator, so any replica serves any call.
+//! Every call is authenticated (`auth`), authorized by the tenant's ACLs (`access`) and
+//! metered by its quotas (`quota`); what the gateway knows of tenants, brokers, topics, ACLs
+//! and quotas comes from the controller's metadata stream (`cluster`). It reaches the
+//! brokers through the project's own Kafka client (`brokers`).
+
+pub mod access;
+pub mod auth;
+pub mod brokers;
+pub mod cluster;
+pub mod error;
+pub mod produce;
+pub mod quota;
+pub mod read;
+pub mod rest;
+
+use std::sync::Arc;
+
+use auth::Authenticator;
+use brokers::Brokers;
+use cluster::ClusterView;
+use quota::Quotas;
+
+pub use auth::{AuthConfig, Caller};
+pub use error::GatewayError;
+
+/// Limits and browser settings of the HTTP side.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Origins allowed to call from a browser (`*` for any); none means no CORS headers.
+    pub cors_origins: Vec<String>,
+    /// The largest request body accepted.
+    pub max_body_bytes: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            cors_origins: Vec::new(),
+            max_body_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// What every REST and gRPC call reaches.
+#[derive(Debug)]
+pub struct Gateway {
+    pub view: ClusterView,
+    pub auth: Authenticator,
+    pub brokers: Brokers,
+    pub quotas: Quotas,
+    pub http: HttpOptions,
+}
+
+impl Gateway {
+    pub fn new(view: ClusterView, auth: Authenticator, http: HttpOptions) -> Arc<Self> {
+        Arc::new(Self {
+            view,
+            auth,
+            brokers: Brokers::default(),
+            quotas: Quotas::default(),
+            http,
+        })
+    }
+}

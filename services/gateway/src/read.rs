@@ -1,0 +1,112 @@
+//! Reading a partition for REST, SSE and gRPC alike: from an offset (or the earliest or
+//! latest one), up to a number of records and bytes, waiting up to a bound for records to
+//! arrive.
+
+use std::time::Duration;
+
+use skein_client::{ConsumerRecord, FetchOptions, OffsetSpec};
+
+use crate::brokers::TenantClient;
+use crate::error::GatewayError;
+
+/// The longest a read may wait for records.
+pub const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// Where a read starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    Offset(i64),
+    Earliest,
+    Latest,
+}
+
+impl std::str::FromStr for Start {
+    type Err = GatewayError;
+
+    fn from_str(s: &str) -> Result<Self, GatewayError> {
+        match s {
+            "earliest" => Ok(Self::Earliest),
+            "latest" => Ok(Self::Latest),
+            other => other
+                .parse::<i64>()
+                .ok()
+                .filter(|o| *o >= 0)
+                .map(Self::Offset)
+                .ok_or_else(|| {
+                    GatewayError::Invalid(format!(
+                        "offset {other:?} is not a non-negative number, earliest or latest"
+                    ))
+                }),
+        }
+    }
+}
+
+/// What a read returned.
+#[derive(Debug, Clone)]
+pub struct ReadBatch {
+    pub records: Vec<ConsumerRecord>,
+    /// The offset to read next.
+    pub next_offset: i64,
+    pub high_watermark: i64,
+    /// The bytes of keys, values and headers returned (for fetch quotas).
+    pub bytes: usize,
+}
+
+/// The offset `start` names in a partition.
+pub async fn resolve(
+    tenant: &TenantClient,
+    topic: &str,
+    partition: i32,
+    start: Start,
+) -> Result<i64, GatewayError> {
+    let spec = match start {
+        Start::Offset(offset) => return Ok(offset),
+        Start::Earliest => OffsetSpec::Earliest,
+        Start::Latest => OffsetSpec::Latest,
+    };
+    let listed = tenant.client.list_offset(topic, partition, spec).await?;
+    Ok(listed.map_or(0, |l| l.offset))
+}
+
+/// Reads one partition from `offset`.
+pub async fn read(
+    tenant: &TenantClient,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    max_records: usize,
+    max_bytes: i32,
+    max_wait: Duration,
+) -> Result<ReadBatch, GatewayError> {
+    let options = FetchOptions::default()
+        .with_max_wait(max_wait.min(MAX_WAIT))
+        .with_max_bytes(max_bytes)
+        .with_partition_max_bytes(max_bytes);
+    let fetched = tenant
+        .client
+        .fetch(topic, partition, offset, &options)
+        .await?;
+    let mut records = fetched.records;
+    let mut next_offset = fetched.next_offset;
+    if records.len() > max_records {
+        records.truncate(max_records);
+        next_offset = records.last().map_or(offset, |r| r.offset + 1);
+    }
+    let bytes = records
+        .iter()
+        .map(|r| {
+            r.key.as_ref().map_or(0, |k| k.len())
+                + r.value.as_ref().map_or(0, |v| v.len())
+                + r.headers
+                    .iter()
+                    .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
+                    .sum::<usize>()
+        })
+        .sum();
+    Ok(ReadBatch {
+        records,
+        next_offset,
+        high_watermark: fetched.high_watermark,
+        bytes,
+    })
+}

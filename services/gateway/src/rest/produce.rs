@@ -1,0 +1,200 @@
+//! `POST /v1/topics/{topic}/records`: a batch, answered once the brokers have every record
+//! (acks=all) with one outcome per record; and `POST /v1/topics/{topic}/records/stream`:
+//! NDJSON in, one NDJSON outcome per record out, in order, as records are written.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::StreamExt;
+use skein_auth::Operation;
+use skein_client::ProduceRecord;
+use skein_http::{ApiJson, ApiQuery, Problem};
+
+use super::body::{Formats, ProduceBody, ProduceResults, RecordIn, RecordResult};
+use super::call::Call;
+use crate::error::GatewayError;
+use crate::produce::{record_size, write, Written};
+use crate::quota::Metered;
+use crate::Gateway;
+
+/// The most records one batch request may carry.
+pub const MAX_RECORDS: usize = 10_000;
+
+/// Writes a batch of records.
+#[utoipa::path(
+    post,
+    path = "/v1/topics/{topic}/records",
+    tag = "records",
+    params(("topic" = String, Path, description = "A topic of the caller's tenant")),
+    request_body = ProduceBody,
+    responses(
+        (status = 200, description = "Every record was written", body = ProduceResults),
+        (status = 207, description = "Some records were not written; each says why", body = ProduceResults),
+        (status = 400, description = "The body is not a batch of records", body = Problem),
+        (status = 401, description = "No valid credential", body = Problem),
+        (status = 403, description = "No WRITE on the topic; nothing was written", body = Problem),
+        (status = 404, description = "No such topic", body = Problem),
+        (status = 413, description = "The body is too large", body = Problem),
+        (status = 429, description = "A quota is used up; see Retry-After", body = Problem),
+    )
+)]
+pub async fn produce(
+    State(gateway): State<Arc<Gateway>>,
+    call: Call,
+    Path(topic): Path<String>,
+    ApiJson(body): ApiJson<ProduceBody>,
+) -> Result<Response, Problem> {
+    if body.records.is_empty() || body.records.len() > MAX_RECORDS {
+        return Err(Problem::bad_request(format!(
+            "send between 1 and {MAX_RECORDS} records"
+        )));
+    }
+    let formats = body.formats();
+    let records: Vec<Result<ProduceRecord, GatewayError>> =
+        body.records.iter().map(|r| r.decode(&formats)).collect();
+    let outcomes = write_records(&gateway, &call, &topic, records).await?;
+    let all_written = outcomes.iter().all(Result::is_ok);
+    let results = ProduceResults {
+        results: outcomes.into_iter().map(RecordResult::from).collect(),
+    };
+    let status = if all_written {
+        StatusCode::OK
+    } else {
+        StatusCode::MULTI_STATUS
+    };
+    Ok((status, Json(results)).into_response())
+}
+
+/// Checks WRITE and the produce quota, then writes.
+async fn write_records(
+    gateway: &Gateway,
+    call: &Call,
+    topic: &str,
+    records: Vec<Result<ProduceRecord, GatewayError>>,
+) -> Result<Vec<Result<Written, GatewayError>>, GatewayError> {
+    let summary = call.topic(topic, Operation::Write)?;
+    let bytes: usize = records.iter().flatten().map(record_size).sum();
+    gateway.quotas.take(
+        &call.view,
+        &call.caller,
+        Metered::ProduceBytes,
+        bytes as u64,
+    )?;
+    let tenant = call.client(gateway).await?;
+    Ok(write(&tenant, topic, summary.partitions, records).await)
+}
+
+/// Writes records sent as NDJSON, one JSON record per line, answering each as NDJSON.
+#[utoipa::path(
+    post,
+    path = "/v1/topics/{topic}/records/stream",
+    tag = "records",
+    params(("topic" = String, Path, description = "A topic of the caller's tenant"), Formats),
+    request_body(content = RecordIn, content_type = "application/x-ndjson",
+        description = "One record per line"),
+    responses(
+        (status = 200, description = "One outcome per line, in order, as each is written",
+            body = RecordResult, content_type = "application/x-ndjson"),
+        (status = 401, description = "No valid credential", body = Problem),
+        (status = 403, description = "No WRITE on the topic; nothing was written", body = Problem),
+        (status = 404, description = "No such topic", body = Problem),
+        (status = 415, description = "The body is not NDJSON", body = Problem),
+    )
+)]
+pub async fn produce_stream(
+    State(gateway): State<Arc<Gateway>>,
+    call: Call,
+    Path(topic): Path<String>,
+    ApiQuery(formats): ApiQuery<Formats>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !content_type.starts_with("application/x-ndjson") {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "send the records as application/x-ndjson, one JSON record per line",
+        ));
+    }
+    // Refuse before reading anything when the caller may not write.
+    call.topic(&topic, Operation::Write)?;
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(16);
+    tokio::spawn(async move {
+        let mut chunks = body.into_data_stream();
+        let mut pending = Vec::new();
+        let mut done = false;
+        while !done {
+            match chunks.next().await {
+                Some(Ok(chunk)) => pending.extend_from_slice(&chunk),
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "NDJSON body broke off");
+                    done = true;
+                }
+                None => done = true,
+            }
+            let cut = if done {
+                pending.len()
+            } else {
+                pending
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map_or(0, |i| i + 1)
+            };
+            if cut == 0 {
+                if pending.len() > gateway.http.max_body_bytes {
+                    let refusal = RecordResult::from(Err(GatewayError::Invalid(format!(
+                        "a line is over {} bytes; the stream ends here",
+                        gateway.http.max_body_bytes
+                    ))));
+                    if let Ok(mut out) = serde_json::to_vec(&refusal) {
+                        out.push(b'\n');
+                        let _ = sender.send(Ok(out.into())).await;
+                    }
+                    return;
+                }
+                continue;
+            }
+            let lines: Vec<u8> = pending.drain(..cut).collect();
+            let records: Vec<Result<ProduceRecord, GatewayError>> = lines
+                .split(|b| *b == b'\n')
+                .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+                .map(|line| {
+                    serde_json::from_slice::<RecordIn>(line)
+                        .map_err(|e| GatewayError::Invalid(format!("not a record: {e}")))
+                        .and_then(|r| r.decode(&formats))
+                })
+                .collect();
+            if records.is_empty() {
+                continue;
+            }
+            let count = records.len();
+            let outcomes = match write_records(&gateway, &call, &topic, records).await {
+                Ok(outcomes) => outcomes,
+                Err(e) => vec![Err(e); count],
+            };
+            let mut out = Vec::new();
+            for outcome in outcomes {
+                if serde_json::to_writer(&mut out, &RecordResult::from(outcome)).is_ok() {
+                    out.push(b'\n');
+                }
+            }
+            if sender.send(Ok(out.into())).await.is_err() {
+                return;
+            }
+        }
+    });
+    let stream = tokio_stream::wrappers::ReceiverStream::new(receiver);
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}

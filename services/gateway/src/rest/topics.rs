@@ -1,0 +1,93 @@
+//! `GET /v1/topics` and `GET /v1/topics/{topic}`: the caller's tenant's topics. The list
+//! holds the topics the caller may DESCRIBE, as Kafka's metadata does; describing one the
+//! caller may not is refused.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::Serialize;
+use skein_auth::{Operation, ResourceType};
+use skein_http::Problem;
+use utoipa::ToSchema;
+
+use super::call::Call;
+use crate::Gateway;
+
+/// A topic.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TopicOut {
+    pub name: String,
+    pub topic_id: String,
+    pub partitions: i32,
+    /// Topic configs set on it (Kafka names).
+    pub configs: BTreeMap<String, String>,
+}
+
+/// The topics the caller may describe.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TopicList {
+    pub topics: Vec<TopicOut>,
+}
+
+/// Lists the tenant's topics the caller may describe.
+#[utoipa::path(
+    get,
+    path = "/v1/topics",
+    tag = "topics",
+    responses(
+        (status = 200, description = "The topics", body = TopicList),
+        (status = 401, description = "No valid credential", body = Problem),
+    )
+)]
+pub async fn list(State(_gateway): State<Arc<Gateway>>, call: Call) -> Json<TopicList> {
+    let topics = call
+        .view
+        .tenant(&call.caller.tenant)
+        .map(|tenant| {
+            tenant
+                .topics
+                .iter()
+                .filter(|(name, _)| {
+                    call.check(Operation::Describe, ResourceType::Topic, name)
+                        .is_ok()
+                })
+                .map(|(name, t)| TopicOut {
+                    name: name.clone(),
+                    topic_id: t.id.clone(),
+                    partitions: t.partitions,
+                    configs: t.configs.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Json(TopicList { topics })
+}
+
+/// Describes one topic.
+#[utoipa::path(
+    get,
+    path = "/v1/topics/{topic}",
+    tag = "topics",
+    params(("topic" = String, Path, description = "A topic of the caller's tenant")),
+    responses(
+        (status = 200, description = "The topic", body = TopicOut),
+        (status = 401, description = "No valid credential", body = Problem),
+        (status = 403, description = "No DESCRIBE on the topic", body = Problem),
+        (status = 404, description = "No such topic", body = Problem),
+    )
+)]
+pub async fn describe(
+    State(_gateway): State<Arc<Gateway>>,
+    call: Call,
+    Path(topic): Path<String>,
+) -> Result<Json<TopicOut>, Problem> {
+    let summary = call.topic(&topic, Operation::Describe)?;
+    Ok(Json(TopicOut {
+        name: topic,
+        topic_id: summary.id,
+        partitions: summary.partitions,
+        configs: summary.configs,
+    }))
+}

@@ -1,0 +1,180 @@
+//! `skein gateway`: the REST gateway in front of a cluster's brokers, following a control
+//! plane's metadata stream. It keeps no state of its own, so any number may run side by
+//! side behind a plain load balancer.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use skein_gateway::cluster::ClusterView;
+use skein_gateway::{AuthConfig, Gateway, HttpOptions};
+use skein_proto::replicas::ControllerReplicas;
+use skein_token::{Verifier, VerifyingKey};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(Debug, Args)]
+pub(crate) struct GatewayArgs {
+    /// gRPC URLs of the control-plane replicas, comma-separated
+    #[arg(
+        long,
+        env = "SKEIN_CONTROL_PLANE",
+        value_delimiter = ',',
+        required = true
+    )]
+    control_plane: Vec<String>,
+    /// Address the REST API binds
+    #[arg(long, env = "SKEIN_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    auth: GatewayAuthArgs,
+    /// Origins browsers may call from (`*` for any), comma-separated; none: no CORS
+    #[arg(long, env = "SKEIN_CORS_ORIGINS", value_delimiter = ',')]
+    cors_origin: Vec<String>,
+    /// The largest request body, in bytes
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    max_body_bytes: usize,
+}
+
+/// How the gateway checks tokens.
+#[derive(Debug, Args)]
+pub(crate) struct GatewayAuthArgs {
+    /// An issuer's public key: ALG:PATH or ALG:PATH:KID, ALG one of RS256, ES256, EdDSA
+    /// (repeatable)
+    #[arg(
+        long = "jwt-public-key",
+        env = "SKEIN_GATEWAY_JWT_PUBLIC_KEYS",
+        value_delimiter = ','
+    )]
+    jwt_public_keys: Vec<String>,
+    /// Where the issuer publishes its keys (JWKS); fetched on the first unknown `kid`
+    #[arg(long, env = "SKEIN_GATEWAY_JWKS_URL")]
+    jwks_url: Option<String>,
+    /// A file holding an HS256 secret (development only: whoever holds it mints tokens)
+    #[arg(long, env = "SKEIN_GATEWAY_JWT_HS256_SECRET_FILE")]
+    jwt_hs256_secret_file: Option<PathBuf>,
+    /// The `iss` tokens must carry
+    #[arg(long, env = "SKEIN_GATEWAY_JWT_ISSUER")]
+    jwt_issuer: Option<String>,
+    /// The `aud` tokens must carry
+    #[arg(long, env = "SKEIN_GATEWAY_JWT_AUDIENCE")]
+    jwt_audience: Option<String>,
+    /// The claim naming the caller's tenant
+    #[arg(long, default_value = "tenant")]
+    tenant_claim: String,
+}
+
+impl GatewayAuthArgs {
+    pub(crate) fn config(&self) -> anyhow::Result<AuthConfig> {
+        let mut keys = Vec::new();
+        for spec in &self.jwt_public_keys {
+            let mut parts = spec.splitn(3, ':');
+            let (Some(algorithm), Some(path)) = (parts.next(), parts.next()) else {
+                anyhow::bail!("--jwt-public-key {spec:?} is not ALG:PATH[:KID]");
+            };
+            let algorithm = algorithm
+                .parse()
+                .map_err(|_| anyhow::anyhow!("unknown JWT algorithm {algorithm:?}"))?;
+            let pem = std::fs::read(path).with_context(|| format!("failed to read {path}"))?;
+            keys.push(
+                VerifyingKey::public_pem(algorithm, &pem, parts.next().map(str::to_owned))
+                    .map_err(anyhow::Error::msg)?,
+            );
+        }
+        if let Some(file) = &self.jwt_hs256_secret_file {
+            let secret = std::fs::read(file)
+                .with_context(|| format!("failed to read {}", file.display()))?;
+            keys.push(VerifyingKey::hs256(secret.trim_ascii(), None));
+        }
+        if keys.is_empty() && self.jwks_url.is_none() {
+            anyhow::bail!(
+                "no way to check tokens: give --jwt-public-key, --jwks-url or \
+                 --jwt-hs256-secret-file"
+            );
+        }
+        let mut verifier = Verifier::new(keys);
+        verifier.issuer = self.jwt_issuer.clone();
+        verifier.audience = self.jwt_audience.clone();
+        Ok(AuthConfig {
+            verifier,
+            jwks_url: self.jwks_url.clone(),
+            tenant_claim: self.tenant_claim.clone(),
+        })
+    }
+}
+
+pub(crate) fn run(args: GatewayArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("failed to start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+/// A running gateway.
+pub(crate) struct RunningGateway {
+    pub(crate) rest: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    follower: tokio::task::JoinHandle<()>,
+}
+
+impl RunningGateway {
+    pub(crate) async fn start(
+        replicas: ControllerReplicas,
+        auth: AuthConfig,
+        http: HttpOptions,
+        listen: SocketAddr,
+    ) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("failed to bind the gateway on {listen}"))?;
+        let rest = listener.local_addr()?;
+        let (view, follower) = ClusterView::follow(replicas.clone());
+        let authenticator = skein_gateway::auth::Authenticator::new(auth, Some(replicas));
+        let gateway = Gateway::new(view, authenticator, http);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let app = skein_gateway::rest::router(Arc::clone(&gateway))
+            .into_make_service_with_connect_info::<SocketAddr>();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(Self {
+            rest,
+            stop,
+            server,
+            follower,
+        })
+    }
+
+    pub(crate) async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        self.server.await?.context("the gateway failed")?;
+        self.follower.abort();
+        Ok(())
+    }
+}
+
+async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
+    let auth = args.auth.config()?;
+    let replicas = ControllerReplicas::connect_lazy(&args.control_plane)?;
+    let http = HttpOptions {
+        cors_origins: args.cors_origin.clone(),
+        max_body_bytes: args.max_body_bytes,
+    };
+    let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
+    let gateway = RunningGateway::start(replicas, auth, http, args.listen).await?;
+    println!("gateway: REST on http://{}", gateway.rest);
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    gateway.stop().await
+}

@@ -1,0 +1,190 @@
+//! Skein processes for the tests: a control plane on PostgreSQL, brokers joined to it, and
+//! the Python client environment.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+pub const SKEIN: &str = env!("CARGO_BIN_EXE_skein");
+pub const TOKEN: &str = "cluster-test-token";
+
+/// A child process killed (SIGTERM, then waited for) when dropped.
+pub struct Process {
+    pub child: Child,
+    pub first_line: String,
+}
+
+impl Process {
+    pub fn start(command: &mut Command) -> Self {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first_line = String::new();
+        stdout.read_line(&mut first_line).unwrap();
+        assert!(!first_line.is_empty(), "the process exited before starting");
+        // Keep draining its output so it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while stdout.read_line(&mut sink).is_ok_and(|n| n > 0) {
+                sink.clear();
+            }
+        });
+        Self { child, first_line }
+    }
+
+    pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    /// As if the machine lost power: SIGKILL.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn terminate(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "exited with {status}");
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The text after `marker` up to the next space, `;` or line end.
+pub fn field(line: &str, marker: &str) -> String {
+    let start = line
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker:?} not in {line}"))
+        + marker.len();
+    line[start..]
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+pub fn control_plane(url: &str) -> (Process, String, String) {
+    let process = Process::start(
+        Command::new(SKEIN)
+            .args(["control-plane", "--migrate", "--database-url", url])
+            .args([
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--controller-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--bootstrap-token", TOKEN, "--lease-ttl-secs", "2"])
+            .env_remove("SKEIN_DATABASE_URL"),
+    );
+    let admin = field(&process.first_line, "admin API on http://");
+    let controller = format!(
+        "http://{}",
+        field(&process.first_line, "controller on http://")
+    );
+    (process, admin, controller)
+}
+
+pub fn broker(controller: &str, data: &std::path::Path) -> (Process, String) {
+    tenant_broker(controller, data, "acme", 0)
+}
+
+pub fn tenant_broker(
+    controller: &str,
+    data: &std::path::Path,
+    tenant: &str,
+    node_id: i32,
+) -> (Process, String) {
+    let process = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", controller, "--tenant", tenant])
+            .env("SKEIN_BROKER_NODE_ID", node_id.to_string())
+            .args([
+                "--kafka-listen",
+                "127.0.0.1:0",
+                "--heartbeat-interval-secs",
+                "1",
+            ])
+            .arg("--data-dir")
+            .arg(data),
+    );
+    let bootstrap = field(&process.first_line, " on ");
+    (process, bootstrap)
+}
+
+pub fn python() -> String {
+    let setup = format!(
+        "{}/../../tests/clients/setup.sh",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new("bash").arg(&setup).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+pub fn client(python: &str, bootstrap: &str, args: &[&str]) -> String {
+    script(python, "controlled_cluster.py", bootstrap, args)
+}
+
+/// Runs `tests/clients/<name>` with the bootstrap address and `args`; answers its output.
+pub fn script(python: &str, name: &str, bootstrap: &str, args: &[&str]) -> String {
+    let script = format!("{}/../../tests/clients/{name}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .arg(script)
+        .arg(bootstrap)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name} {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A gateway process following `controller`; answers it and its REST address.
+pub fn gateway(controller: &str, args: &[&str]) -> (Process, String) {
+    let process = Process::start(
+        Command::new(SKEIN)
+            .args([
+                "gateway",
+                "--control-plane",
+                controller,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(args),
+    );
+    let rest = field(&process.first_line, "REST on http://");
+    (process, rest)
+}
+
+/// Retries `attempt` for up to 20 s (the metadata stream needs a moment to deliver changes).
+pub fn wait_for<T>(mut attempt: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(value) = attempt() {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "gave up waiting");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
