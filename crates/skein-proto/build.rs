@@ -3,8 +3,17 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto");
-    let files = [format!("{root}/skein/controller/v1/controller.proto")];
+    let files = [
+        format!("{root}/skein/controller/v1/controller.proto"),
+        format!("{root}/skein/v1/gateway.proto"),
+    ];
     let descriptors = protox::compile(&files, [root])?;
+    // The gateway serves reflection from the encoded descriptors.
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("skein_descriptors.bin"),
+        prost::Message::encode_to_vec(&descriptors),
+    )?;
     tonic_build::configure()
         .build_client(true)
         .build_server(true)

@@ -57,7 +57,7 @@ pub use config::ClientConfig;
 pub use connection::Connection;
 pub use error::{BoxError, ClientError, Result};
 pub use fetch::{FetchOptions, FetchedPartition};
-pub use group::{range_assign, Assignment, Consumer, ConsumerConfig, OffsetReset};
+pub use group::{range_assign, Assignment, Consumer, ConsumerConfig, GroupSession, OffsetReset};
 pub use kafka_protocol::records::Compression;
 pub use kafka_protocol::ResponseError;
 pub use metadata::{BrokerAddress, ClusterMetadata, PartitionMetadata, TopicMetadata};

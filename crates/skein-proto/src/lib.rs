@@ -12,6 +12,22 @@ pub mod controller {
     tonic::include_proto!("skein.controller.v1");
 }
 
+/// `skein.v1`: the gateway's API for services.
+#[allow(
+    missing_debug_implementations,
+    unreachable_pub,
+    clippy::all,
+    clippy::pedantic,
+    clippy::unwrap_used
+)]
+pub mod gateway {
+    tonic::include_proto!("skein.v1");
+}
+
+/// The encoded descriptors of every Skein proto file, for gRPC server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/skein_descriptors.bin"));
+
 pub mod replicas;
 
 /// ACL bindings and filters between their wire form (Kafka's names) and `skein_auth`'s types.

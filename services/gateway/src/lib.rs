@@ -11,8 +11,10 @@
 pub mod access;
 pub mod auth;
 pub mod brokers;
+pub mod call;
 pub mod cluster;
 pub mod error;
+pub mod grpc;
 pub mod produce;
 pub mod quota;
 pub mod read;

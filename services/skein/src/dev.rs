@@ -36,6 +36,13 @@ pub(crate) struct DevArgs {
     /// Address the gateway's REST API binds (port 0 picks a free one)
     #[arg(long, env = "SKEIN_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
     gateway_listen: SocketAddr,
+    /// Address the gateway's gRPC API binds (port 0 picks a free one)
+    #[arg(
+        long,
+        env = "SKEIN_GATEWAY_GRPC_LISTEN",
+        default_value = "127.0.0.1:9090"
+    )]
+    gateway_grpc_listen: SocketAddr,
 }
 
 pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
@@ -147,6 +154,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             ..Default::default()
         },
         args.gateway_listen,
+        args.gateway_grpc_listen,
     )
     .await?;
     let dev_token = dev_token(&secret)?;
@@ -157,8 +165,8 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     );
     println!("admin token (24 h): {token}");
     println!(
-        "gateway: REST http://{} (OpenAPI at /openapi.json)",
-        gateway.rest
+        "gateway: REST http://{} (OpenAPI at /openapi.json); gRPC http://{} (skein.v1.Gateway, with reflection)",
+        gateway.rest, gateway.grpc
     );
     println!(
         "dev token (24 h; writes and reads every topic of tenant {DEV_TENANT:?}): {dev_token}"

@@ -1,4 +1,4 @@
-//! `skein gateway`: the REST gateway in front of a cluster's brokers, following a control
+//! `skein gateway`: the REST and gRPC gateway in front of a cluster's brokers, following a control
 //! plane's metadata stream. It keeps no state of its own, so any number may run side by
 //! side behind a plain load balancer.
 
@@ -28,6 +28,13 @@ pub(crate) struct GatewayArgs {
     /// Address the REST API binds
     #[arg(long, env = "SKEIN_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Address the gRPC API binds
+    #[arg(
+        long,
+        env = "SKEIN_GATEWAY_GRPC_LISTEN",
+        default_value = "127.0.0.1:9090"
+    )]
+    grpc_listen: SocketAddr,
     #[command(flatten)]
     auth: GatewayAuthArgs,
     /// Origins browsers may call from (`*` for any), comma-separated; none: no CORS
@@ -116,8 +123,10 @@ pub(crate) fn run(args: GatewayArgs) -> anyhow::Result<()> {
 /// A running gateway.
 pub(crate) struct RunningGateway {
     pub(crate) rest: SocketAddr,
-    stop: tokio::sync::oneshot::Sender<()>,
+    pub(crate) grpc: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
+    grpc_server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
     follower: tokio::task::JoinHandle<()>,
 }
 
@@ -127,35 +136,58 @@ impl RunningGateway {
         auth: AuthConfig,
         http: HttpOptions,
         listen: SocketAddr,
+        grpc_listen: SocketAddr,
     ) -> anyhow::Result<Self> {
         let listener = TcpListener::bind(listen)
             .await
             .with_context(|| format!("failed to bind the gateway on {listen}"))?;
         let rest = listener.local_addr()?;
+        let grpc_listener = TcpListener::bind(grpc_listen)
+            .await
+            .with_context(|| format!("failed to bind the gateway's gRPC on {grpc_listen}"))?;
+        let grpc = grpc_listener.local_addr()?;
         let (view, follower) = ClusterView::follow(replicas.clone());
         let authenticator = skein_gateway::auth::Authenticator::new(auth, Some(replicas));
         let gateway = Gateway::new(view, authenticator, http);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let app = skein_gateway::rest::router(Arc::clone(&gateway))
             .into_make_service_with_connect_info::<SocketAddr>();
+        let mut rest_stopped = stopped.clone();
         let server = tokio::spawn(async move {
             axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
+                .with_graceful_shutdown(async move {
+                    let _ = rest_stopped.wait_for(|stop| *stop).await;
                 })
                 .await
         });
+        let routes = skein_gateway::grpc::routes(gateway).await;
+        let mut grpc_stopped = stopped;
+        let grpc_server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_routes(routes)
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+                    async move {
+                        let _ = grpc_stopped.wait_for(|stop| *stop).await;
+                    },
+                ),
+        );
         Ok(Self {
             rest,
+            grpc,
             stop,
             server,
+            grpc_server,
             follower,
         })
     }
 
     pub(crate) async fn stop(self) -> anyhow::Result<()> {
-        let _ = self.stop.send(());
+        let _ = self.stop.send(true);
         self.server.await?.context("the gateway failed")?;
+        self.grpc_server
+            .await?
+            .context("the gateway's gRPC failed")?;
         self.follower.abort();
         Ok(())
     }
@@ -170,8 +202,12 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
     };
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
-    let gateway = RunningGateway::start(replicas, auth, http, args.listen).await?;
-    println!("gateway: REST on http://{}", gateway.rest);
+    let gateway =
+        RunningGateway::start(replicas, auth, http, args.listen, args.grpc_listen).await?;
+    println!(
+        "gateway: REST on http://{}; gRPC on http://{}",
+        gateway.rest, gateway.grpc
+    );
     tokio::select! {
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}

@@ -63,6 +63,8 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
             "127.0.0.1:0",
             "--gateway-listen",
             "127.0.0.1:0",
+            "--gateway-grpc-listen",
+            "127.0.0.1:0",
             "--data-dir",
         ])
         .arg(data.path())
@@ -284,6 +286,8 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
             "127.0.0.1:0",
             "--gateway-listen",
             "127.0.0.1:0",
+            "--gateway-grpc-listen",
+            "127.0.0.1:0",
             "--config",
         ])
         .arg(&config)
@@ -333,6 +337,8 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
             "--admin-listen",
             "127.0.0.1:0",
             "--gateway-listen",
+            "127.0.0.1:0",
+            "--gateway-grpc-listen",
             "127.0.0.1:0",
             "--config",
         ])

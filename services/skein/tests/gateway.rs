@@ -77,11 +77,15 @@ struct Cluster {
     _postgres: skein_testkit::Postgres,
     _data: Vec<tempfile::TempDir>,
     _processes: Vec<Process>,
+    gateway_processes: Vec<Process>,
+    jwks: String,
     admin: String,
-    _controller: String,
+    controller: String,
     /// tenant → Kafka bootstrap address
     bootstrap: std::collections::HashMap<String, String>,
     gateways: Vec<String>,
+    /// The gateways' gRPC `host:port`.
+    grpc: Vec<String>,
 }
 
 impl Cluster {
@@ -103,34 +107,35 @@ impl Cluster {
             bootstrap.insert((*tenant).to_owned(), address);
         }
         let jwks = serve_jwks();
-        let public = format!("RS256:{}:rsa-1", key("rsa.pub.pem"));
+        let mut gateway_processes = Vec::new();
         let mut addresses = Vec::new();
+        let mut grpc_addresses = Vec::new();
         for _ in 0..gateways {
-            let (gateway, rest) = gateway(
-                &controller,
-                &[
-                    "--jwt-public-key",
-                    &public,
-                    "--jwks-url",
-                    &jwks,
-                    "--jwt-audience",
-                    "skein",
-                    "--cors-origin",
-                    "*",
-                ],
-            );
-            processes.push(gateway);
+            let (gateway, rest, grpc) = start_gateway(&controller, &jwks);
+            gateway_processes.push(gateway);
             addresses.push(rest);
+            grpc_addresses.push(grpc);
         }
         Self {
             _postgres: postgres,
             _data: data,
             _processes: processes,
+            gateway_processes,
+            jwks,
             admin,
-            _controller: controller,
+            controller,
             bootstrap,
             gateways: addresses,
+            grpc: grpc_addresses,
         }
+    }
+
+    /// Stops gateway `index` (SIGTERM) and starts a new one in its place.
+    fn restart_gateway(&mut self, index: usize) {
+        let (gateway, rest, grpc) = start_gateway(&self.controller, &self.jwks);
+        std::mem::replace(&mut self.gateway_processes[index], gateway).stop();
+        self.gateways[index] = rest;
+        self.grpc[index] = grpc;
     }
 
     fn admin(&self, method: &str, path: &str, body: &str) -> Answer {
@@ -203,6 +208,24 @@ impl Cluster {
             wait_for(|| (probe(gateway).status == status).then_some(()));
         }
     }
+}
+
+/// A gateway trusting the test's RS256 key (`rsa-1`) and the keys at `jwks`.
+fn start_gateway(controller: &str, jwks: &str) -> (Process, String, String) {
+    let public = format!("RS256:{}:rsa-1", key("rsa.pub.pem"));
+    gateway(
+        controller,
+        &[
+            "--jwt-public-key",
+            &public,
+            "--jwks-url",
+            jwks,
+            "--jwt-audience",
+            "skein",
+            "--cors-origin",
+            "*",
+        ],
+    )
 }
 
 fn admin_call(admin: &str, method: &str, path: &str, body: &str) -> Answer {
@@ -573,4 +596,606 @@ fn tokens_acls_quotas_and_tenants_decide_every_call() {
     );
     // The reader is not limited by the writer's quota.
     assert_eq!(read(&reader).status, 200);
+}
+
+mod grpc {
+    //! The gRPC API against the same processes, through tonic's client.
+
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use skein_proto::gateway as pb;
+    use skein_proto::gateway::gateway_client::GatewayClient;
+    pub(crate) use tokio::sync::mpsc;
+    pub(crate) use tokio_stream::wrappers::ReceiverStream;
+    use tonic::transport::Channel;
+
+    pub(crate) async fn client(address: &str) -> GatewayClient<Channel> {
+        GatewayClient::connect(format!("http://{address}"))
+            .await
+            .unwrap()
+    }
+
+    pub(crate) fn authorized<T>(message: T, token: &str) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        request
+    }
+
+    /// An open Consume stream: send with `requests`, read from `responses`.
+    pub(crate) struct Stream {
+        pub(crate) requests: mpsc::Sender<pb::ConsumeRequest>,
+        pub(crate) responses: tonic::Streaming<pb::ConsumeResponse>,
+    }
+
+    pub(crate) async fn consume(
+        client: &mut GatewayClient<Channel>,
+        token: &str,
+        subscribe: pb::Subscribe,
+    ) -> Result<Stream, tonic::Status> {
+        let (requests, receiver) = mpsc::channel(16);
+        requests
+            .send(pb::ConsumeRequest {
+                kind: Some(pb::consume_request::Kind::Subscribe(subscribe)),
+            })
+            .await
+            .unwrap();
+        let responses = client
+            .consume(authorized(ReceiverStream::new(receiver), token))
+            .await?
+            .into_inner();
+        Ok(Stream {
+            requests,
+            responses,
+        })
+    }
+
+    impl Stream {
+        /// The next message that is not a watermark update, or `None` after `wait`.
+        pub(crate) async fn next(&mut self, wait: Duration) -> Option<pb::consume_response::Kind> {
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                let message = tokio::time::timeout_at(deadline, self.responses.message())
+                    .await
+                    .ok()?
+                    .unwrap()?;
+                match message.kind {
+                    Some(pb::consume_response::Kind::Watermarks(_)) | None => {}
+                    other => return other,
+                }
+            }
+        }
+
+        pub(crate) async fn commit(&self, generation: i32, offsets: &BTreeMap<i32, i64>) {
+            let commit = pb::Commit {
+                offsets: offsets
+                    .iter()
+                    .map(|(p, o)| pb::PartitionOffset {
+                        partition: *p,
+                        offset: *o,
+                    })
+                    .collect(),
+                generation,
+                acknowledge_only: false,
+            };
+            self.requests
+                .send(pb::ConsumeRequest {
+                    kind: Some(pb::consume_request::Kind::Commit(commit)),
+                })
+                .await
+                .unwrap();
+        }
+    }
+
+    pub(crate) fn group(topic: &str, group: &str, records: u32) -> pb::Subscribe {
+        pb::Subscribe {
+            topic: topic.to_owned(),
+            mode: Some(pb::subscribe::Mode::Group(pb::GroupSubscription {
+                group_id: group.to_owned(),
+                start: pb::StartFrom::Earliest as i32,
+            })),
+            credit: Some(pb::Credit { records, bytes: 0 }),
+        }
+    }
+
+    pub(crate) fn record(key: &str, value: &str) -> pb::Record {
+        pb::Record {
+            key: Some(key.as_bytes().to_vec()),
+            value: Some(value.as_bytes().to_vec()),
+            ..Default::default()
+        }
+    }
+}
+
+#[test]
+fn grpc_produce_and_consume_cross_with_native_clients_and_keep_to_credit() {
+    use grpc::*;
+    use skein_proto::gateway as pb;
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::time::Duration;
+
+    let python = python();
+    let cluster = Cluster::start(&["acme"], 1);
+    cluster.topic("acme", "orders", 1);
+    cluster.topic("acme", "events", 6);
+    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
+    cluster.allow("acme", "svc", "GROUP", "*", "ALL");
+    cluster.allow("acme", "writer", "TOPIC", "*", "WRITE");
+    let svc = token("acme", "svc", json!({}));
+    let writer = token("acme", "writer", json!({}));
+    cluster.wait_for_topic(&svc, "orders");
+    cluster.wait_for_topic(&svc, "events");
+    let bootstrap = cluster.bootstrap["acme"].clone();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = client(&cluster.grpc[0]).await;
+
+        // Unary Produce → confluent-kafka: key, value, headers and timestamp as sent.
+        let produced = client
+            .produce(authorized(
+                pb::ProduceRequest {
+                    topic: "orders".into(),
+                    records: vec![pb::Record {
+                        key: Some(b"g-key".to_vec()),
+                        value: Some(b"\x00grpc\xff".to_vec()),
+                        headers: vec![pb::Header {
+                            key: "trace".into(),
+                            value: Some(b"g-1".to_vec()),
+                        }],
+                        partition: None,
+                        timestamp: Some(1_700_000_000_789),
+                    }],
+                },
+                &svc,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let result = &produced.results[0];
+        assert_eq!(result.code, 0, "{}", result.message);
+        let native: Value = serde_json::from_str(&script(
+            &python,
+            "gateway_roundtrip.py",
+            &bootstrap,
+            &["read", "orders", "0", &result.offset.to_string()],
+        ))
+        .unwrap();
+        assert_eq!(native["key"], b64(b"g-key"));
+        assert_eq!(native["value"], b64(b"\x00grpc\xff"));
+        assert_eq!(native["headers"], json!([["trace", b64(b"g-1")]]));
+        assert_eq!(native["timestamp"], 1_700_000_000_789_i64);
+
+        // confluent-kafka → a Consume stream on named partitions.
+        let written: Value = serde_json::from_str(&script(
+            &python,
+            "gateway_roundtrip.py",
+            &bootstrap,
+            &["produce", "orders"],
+        ))
+        .unwrap();
+        let mut stream = consume(
+            &mut client,
+            &svc,
+            pb::Subscribe {
+                topic: "orders".into(),
+                mode: Some(pb::subscribe::Mode::Partitions(
+                    pb::PartitionsSubscription {
+                        partitions: vec![pb::PartitionStart {
+                            partition: 0,
+                            position: Some(pb::partition_start::Position::Offset(
+                                written["offset"].as_i64().unwrap(),
+                            )),
+                        }],
+                        ..Default::default()
+                    },
+                )),
+                credit: Some(pb::Credit {
+                    records: 100,
+                    bytes: 0,
+                }),
+            },
+        )
+        .await
+        .unwrap();
+        let record = loop {
+            match stream.next(Duration::from_secs(10)).await.unwrap() {
+                pb::consume_response::Kind::Records(batch) => break batch.records[0].clone(),
+                _ => continue,
+            }
+        };
+        assert_eq!(record.key.as_deref(), Some(&b"native-key"[..]));
+        assert_eq!(record.value.as_deref(), Some(&b"\x00\x01binary\xff"[..]));
+        assert_eq!(record.headers[1].value.as_deref(), Some(&b"\x00\xfe"[..]));
+        assert_eq!(record.timestamp, 1_700_000_000_123);
+
+        // ProduceStream: 60 keyed records to 6 partitions, reports in order, one refusal.
+        let (sender, receiver) = mpsc::channel(128);
+        for sequence in 0..61_u64 {
+            let mut record = grpc::record(&format!("k{}", sequence % 12), &format!("v{sequence}"));
+            if sequence == 60 {
+                record.partition = Some(99);
+            }
+            sender
+                .send(pb::ProduceStreamRequest {
+                    topic: "events".into(),
+                    sequence,
+                    record: Some(record),
+                })
+                .await
+                .unwrap();
+        }
+        drop(sender);
+        let mut reports = client
+            .produce_stream(authorized(ReceiverStream::new(receiver), &svc))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut sequences = Vec::new();
+        let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+        while let Some(report) = reports.message().await.unwrap() {
+            let result = report.result.unwrap();
+            sequences.push(report.sequence);
+            if report.sequence == 60 {
+                assert_eq!(
+                    result.code,
+                    tonic::Code::NotFound as i32,
+                    "{}",
+                    result.message
+                );
+                continue;
+            }
+            assert_eq!(result.code, 0, "{}", result.message);
+            if let Some(previous) = last.insert(result.partition, result.offset) {
+                assert!(result.offset > previous, "offsets grow in order");
+            }
+        }
+        assert_eq!(sequences, (0..61).collect::<Vec<_>>());
+
+        // A writer without READ cannot consume; without a token nothing at all.
+        let refused = consume(&mut client, &writer, group("events", "g", 10)).await;
+        assert_eq!(refused.err().unwrap().code(), tonic::Code::PermissionDenied);
+        let anonymous = client
+            .list_topics(pb::ListTopicsRequest {})
+            .await
+            .unwrap_err();
+        assert_eq!(anonymous.code(), tonic::Code::Unauthenticated);
+
+        // Two streams in one group split six partitions; credit bounds what is unacknowledged.
+        let mut a = consume(&mut client, &svc, group("events", "g", 10))
+            .await
+            .unwrap();
+        let mut received_a = 0;
+        let mut generation_a = -1;
+        let mut last_a: BTreeMap<i32, i64> = BTreeMap::new();
+        // Until 10 have come (the group's first join waits out its initial delay), then for
+        // two more seconds: no eleventh arrives while nothing is acknowledged.
+        let mut quiet_until = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::time::Instant::now() < quiet_until {
+            let wait = quiet_until - tokio::time::Instant::now();
+            match a.next(wait).await {
+                Some(pb::consume_response::Kind::Assignment(assignment)) => {
+                    generation_a = assignment.generation;
+                }
+                Some(pb::consume_response::Kind::Records(batch)) => {
+                    received_a += batch.records.len();
+                    for r in &batch.records {
+                        last_a.insert(r.partition, r.offset);
+                    }
+                    if received_a >= 10 {
+                        quiet_until = tokio::time::Instant::now() + Duration::from_secs(2);
+                    }
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        assert_eq!(
+            received_a, 10,
+            "a stream granted 10 records holds at most 10 unacknowledged"
+        );
+        let next: BTreeMap<i32, i64> = last_a.iter().map(|(p, o)| (*p, o + 1)).collect();
+        a.commit(generation_a, &next).await;
+        let mut b = consume(&mut client, &svc, group("events", "g", 100))
+            .await
+            .unwrap();
+        let assigned = |kind: Option<pb::consume_response::Kind>| match kind {
+            Some(pb::consume_response::Kind::Assignment(a)) => Some(a),
+            _ => None,
+        };
+        let mut split: BTreeMap<&str, pb::Assignment> = BTreeMap::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while split.values().map(|a| a.partitions.len()).sum::<usize>() != 6
+            || split.len() != 2
+            || split
+                .values()
+                .map(|a| a.generation)
+                .collect::<BTreeSet<_>>()
+                .len()
+                != 1
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the group did not split: {split:?}"
+            );
+            tokio::select! {
+                kind = a.next(Duration::from_millis(300)) => {
+                    if let Some(x) = assigned(kind) { split.insert("a", x); }
+                }
+                kind = b.next(Duration::from_millis(300)) => {
+                    if let Some(x) = assigned(kind) { split.insert("b", x); }
+                }
+            }
+        }
+        let a_parts: BTreeSet<i32> = split["a"].partitions.iter().copied().collect();
+        let b_parts: BTreeSet<i32> = split["b"].partitions.iter().copied().collect();
+        assert!(a_parts.is_disjoint(&b_parts));
+        assert_eq!(a_parts.len() + b_parts.len(), 6);
+
+        // Closing one hands its partitions to the other.
+        drop(b);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "a never took over");
+            if let Some(x) = assigned(a.next(Duration::from_secs(1)).await) {
+                if x.partitions.len() == 6 {
+                    break;
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn grpc_streams_end_at_token_expiry_and_resume_from_tokens_and_committed_offsets() {
+    use grpc::*;
+    use skein_proto::gateway as pb;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    let mut cluster = Cluster::start(&["acme"], 1);
+    cluster.topic("acme", "events", 2);
+    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
+    cluster.allow("acme", "svc", "GROUP", "*", "ALL");
+    let svc = token("acme", "svc", json!({}));
+    cluster.wait_for_topic(&svc, "events");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = client(&cluster.grpc[0]).await;
+
+        // The health service and reflection answer.
+        let channel = tonic::transport::Channel::from_shared(format!("http://{}", cluster.grpc[0]))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let health = tonic_health::pb::health_client::HealthClient::new(channel.clone())
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: "skein.v1.Gateway".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            health.status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        );
+        let mut reflection =
+            tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient::new(
+                channel,
+            );
+        let ask = tokio_stream::iter([tonic_reflection::pb::v1::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(
+                tonic_reflection::pb::v1::server_reflection_request::MessageRequest::ListServices(
+                    String::new(),
+                ),
+            ),
+        }]);
+        let mut answers = reflection
+            .server_reflection_info(ask)
+            .await
+            .unwrap()
+            .into_inner();
+        let listed = format!("{:?}", answers.message().await.unwrap().unwrap());
+        assert!(listed.contains("skein.v1.Gateway"), "{listed}");
+
+        // 40 records over two partitions.
+        let records: Vec<pb::Record> = (0..40)
+            .map(|i| {
+                let mut r = record("k", &format!("v{i}"));
+                r.partition = Some(i % 2);
+                r
+            })
+            .collect();
+        let produced = client
+            .produce(authorized(
+                pb::ProduceRequest {
+                    topic: "events".into(),
+                    records,
+                },
+                &svc,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(produced.results.iter().all(|r| r.code == 0));
+
+        // A token about to expire: the stream ends with UNAUTHENTICATED; a new token and the
+        // last batch's resume token continue exactly after it.
+        let short = token("acme", "svc", json!({"exp": now() + 3}));
+        let from_start = pb::Subscribe {
+            topic: "events".into(),
+            mode: Some(pb::subscribe::Mode::Partitions(
+                pb::PartitionsSubscription {
+                    start: pb::StartFrom::Earliest as i32,
+                    ..Default::default()
+                },
+            )),
+            credit: Some(pb::Credit {
+                records: 5,
+                bytes: 0,
+            }),
+        };
+        let mut stream = consume(&mut client, &short, from_start).await.unwrap();
+        let mut seen: Vec<(i32, i64)> = Vec::new();
+        let mut resume = String::new();
+        let ended = loop {
+            match stream.responses.message().await {
+                Ok(Some(pb::ConsumeResponse {
+                    kind: Some(pb::consume_response::Kind::Records(batch)),
+                })) => {
+                    let mut acked = BTreeMap::new();
+                    for r in &batch.records {
+                        seen.push((r.partition, r.offset));
+                        acked.insert(r.partition, r.offset + 1);
+                    }
+                    resume = batch.resume_token.clone();
+                    // Acknowledge slowly, so the token expires mid-topic.
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
+                    let ack = pb::Commit {
+                        offsets: acked
+                            .iter()
+                            .map(|(p, o)| pb::PartitionOffset {
+                                partition: *p,
+                                offset: *o,
+                            })
+                            .collect(),
+                        generation: 0,
+                        acknowledge_only: true,
+                    };
+                    let _ = stream
+                        .requests
+                        .send(pb::ConsumeRequest {
+                            kind: Some(pb::consume_request::Kind::Commit(ack)),
+                        })
+                        .await;
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the stream ended without a status"),
+                Err(status) => break status,
+            }
+        };
+        assert_eq!(ended.code(), tonic::Code::Unauthenticated, "{ended:?}");
+        assert!(
+            seen.len() < 40,
+            "the token should expire before the end: {}",
+            seen.len()
+        );
+        let resumed = pb::Subscribe {
+            topic: "events".into(),
+            mode: Some(pb::subscribe::Mode::Partitions(
+                pb::PartitionsSubscription {
+                    resume_token: resume,
+                    ..Default::default()
+                },
+            )),
+            credit: Some(pb::Credit {
+                records: 0,
+                bytes: 0,
+            }),
+        };
+        let mut stream = consume(&mut client, &svc, resumed).await.unwrap();
+        while seen.len() < 40 {
+            let next = stream.next(Duration::from_secs(10)).await;
+            if let pb::consume_response::Kind::Records(batch) = next.expect("the rest arrives") {
+                seen.extend(batch.records.iter().map(|r| (r.partition, r.offset)));
+            }
+        }
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 40, "nothing lost and nothing twice: {seen:?}");
+        drop(stream);
+
+        // Offsets committed in a group survive a restart of the gateway.
+        let mut member = consume(&mut client, &svc, group("events", "keeper", 10))
+            .await
+            .unwrap();
+        let mut generation = -1;
+        let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+        while next.values().sum::<i64>() < 6 {
+            match member
+                .next(Duration::from_secs(30))
+                .await
+                .expect("records arrive")
+            {
+                pb::consume_response::Kind::Assignment(a) => generation = a.generation,
+                pb::consume_response::Kind::Records(batch) => {
+                    for r in batch.records.iter().take(6) {
+                        let entry = next.entry(r.partition).or_insert(0);
+                        *entry = (*entry).max(r.offset + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        member.commit(generation, &next).await;
+        loop {
+            let next = member.next(Duration::from_secs(10)).await;
+            if let pb::consume_response::Kind::Committed(c) = next.expect("a commit answer") {
+                assert_eq!(c.code, 0, "{}", c.message);
+                break;
+            }
+        }
+        // A commit naming an older generation is refused and changes nothing.
+        member
+            .commit(generation - 1, &BTreeMap::from([(0, 20)]))
+            .await;
+        loop {
+            let next = member.next(Duration::from_secs(10)).await;
+            if let pb::consume_response::Kind::Committed(c) = next.expect("a commit answer") {
+                assert_eq!(c.code, tonic::Code::Aborted as i32);
+                break;
+            }
+        }
+        drop(member);
+        drop(client);
+        cluster.restart_gateway(0);
+        let mut client = grpc::client(&cluster.grpc[0]).await;
+        wait_for_grpc_topic(&mut client, &svc).await;
+        let mut member = consume(&mut client, &svc, group("events", "keeper", 100))
+            .await
+            .unwrap();
+        let mut first: BTreeMap<i32, i64> = BTreeMap::new();
+        while first.len() < next.len() {
+            if let pb::consume_response::Kind::Records(batch) = member
+                .next(Duration::from_secs(30))
+                .await
+                .expect("records arrive")
+            {
+                for r in &batch.records {
+                    first.entry(r.partition).or_insert(r.offset);
+                }
+            }
+        }
+        for (partition, committed) in &next {
+            assert_eq!(
+                first.get(partition),
+                Some(committed),
+                "continues from the committed offset"
+            );
+        }
+    });
+}
+
+/// Waits until a (new) gateway lists `events`.
+async fn wait_for_grpc_topic(
+    client: &mut skein_proto::gateway::gateway_client::GatewayClient<tonic::transport::Channel>,
+    token: &str,
+) {
+    for _ in 0..100 {
+        let listed = client
+            .list_topics(grpc::authorized(
+                skein_proto::gateway::ListTopicsRequest {},
+                token,
+            ))
+            .await;
+        if listed.is_ok_and(|l| l.into_inner().topics.iter().any(|t| t.name == "events")) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("the gateway never listed events");
 }

@@ -220,7 +220,15 @@ impl Consumer {
     /// Fails with REBALANCE_IN_PROGRESS (or ILLEGAL_GENERATION) when the group moved on;
     /// the next [`Consumer::poll`] then rejoins.
     pub async fn commit(&mut self) -> Result<()> {
-        let outcome = self.member.commit(&self.positions).await;
+        let positions = self.positions.clone();
+        self.commit_offsets(&positions).await
+    }
+
+    /// Commits the given offsets (the next offset to read per topic and partition) rather
+    /// than the positions, for callers that hand records on and commit what was processed.
+    /// Fails like [`Consumer::commit`] when the group moved on.
+    pub async fn commit_offsets(&mut self, offsets: &BTreeMap<(String, i32), i64>) -> Result<()> {
+        let outcome = self.member.commit(offsets).await;
         if let Err(e) = &outcome {
             if matches!(
                 e.kafka_error(),
@@ -234,6 +242,11 @@ impl Consumer {
             }
         }
         outcome
+    }
+
+    /// Whether the group is rebalancing and the next [`Consumer::poll`] rejoins it.
+    pub fn rejoin_pending(&self) -> bool {
+        !self.joined || self.rejoin.load(Ordering::SeqCst)
     }
 
     /// The committed offset of a partition for this group, if there is one.

@@ -69,6 +69,36 @@ impl GroupMember {
         }
     }
 
+    /// A member that joined before (perhaps through another process): it continues with
+    /// that identity, and rejoins under it when the group rebalances.
+    pub(crate) fn resume(mut self, member_id: String, generation: i32) -> Self {
+        self.member_id = member_id;
+        self.generation = generation;
+        self
+    }
+
+    /// One heartbeat: fails with REBALANCE_IN_PROGRESS when the member must rejoin, and
+    /// with UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION when the group moved on without it.
+    pub(crate) async fn heartbeat(&mut self) -> Result<()> {
+        let coordinator = self.coordinator().await?;
+        let request = HeartbeatRequest::default()
+            .with_group_id(self.group())
+            .with_generation_id(self.generation)
+            .with_member_id(s(&self.member_id));
+        let outcome = coordinator.send(&request).await.and_then(|response| {
+            ClientError::check(
+                ApiKey::Heartbeat,
+                self.group_id.as_str(),
+                response.error_code,
+                None,
+            )
+        });
+        if let Err(e) = &outcome {
+            self.note_error(e);
+        }
+        outcome
+    }
+
     pub(crate) fn member_id(&self) -> &str {
         &self.member_id
     }

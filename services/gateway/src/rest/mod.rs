@@ -1,11 +1,11 @@
 //! The REST API, under `/v1`: produce (a batch, or an NDJSON stream), read a partition by
-//! offset, and list and describe topics; `/healthz`, `/readyz` and `/openapi.json` need no
+//! offset, tail a topic as Server-Sent Events, and list and describe topics; `/healthz`, `/readyz` and `/openapi.json` need no
 //! credential. Errors are problem details; bodies are capped; browsers from the configured
 //! origins may call (CORS). The OpenAPI document is generated from this code
 //! ([`GatewayApi`]) and committed as `openapi/gateway.json`.
 
 pub mod body;
-pub mod call;
+pub mod events;
 pub mod format;
 pub mod produce;
 pub mod read;
@@ -37,6 +37,7 @@ use crate::Gateway;
         produce::produce,
         produce::produce_stream,
         read::read_partition,
+        events::events,
         topics::list,
         topics::describe,
         healthz,
@@ -163,6 +164,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
             "/v1/topics/{topic}/partitions/{partition}/records",
             get(read::read_partition),
         )
+        .route("/v1/topics/{topic}/events", get(events::events))
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(gateway.http.max_body_bytes));

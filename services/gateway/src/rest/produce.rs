@@ -15,7 +15,7 @@ use skein_client::ProduceRecord;
 use skein_http::{ApiJson, ApiQuery, Problem};
 
 use super::body::{Formats, ProduceBody, ProduceResults, RecordIn, RecordResult};
-use super::call::Call;
+use crate::call::Call;
 use crate::error::GatewayError;
 use crate::produce::{record_size, write, Written};
 use crate::quota::Metered;

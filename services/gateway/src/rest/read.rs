@@ -13,7 +13,7 @@ use skein_http::{ApiQuery, Problem};
 use utoipa::{IntoParams, ToSchema};
 
 use super::body::{Formats, RecordOut};
-use super::call::Call;
+use crate::call::Call;
 use crate::error::GatewayError;
 use crate::quota::Metered;
 use crate::read::{read, resolve, Start};

@@ -12,7 +12,7 @@ use skein_auth::{Operation, ResourceType};
 use skein_http::Problem;
 use utoipa::ToSchema;
 
-use super::call::Call;
+use crate::call::Call;
 use crate::Gateway;
 
 /// A topic.

@@ -160,8 +160,8 @@ pub fn script(python: &str, name: &str, bootstrap: &str, args: &[&str]) -> Strin
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// A gateway process following `controller`; answers it and its REST address.
-pub fn gateway(controller: &str, args: &[&str]) -> (Process, String) {
+/// A gateway process following `controller`; answers it and its REST and gRPC addresses.
+pub fn gateway(controller: &str, args: &[&str]) -> (Process, String, String) {
     let process = Process::start(
         Command::new(SKEIN)
             .args([
@@ -170,11 +170,14 @@ pub fn gateway(controller: &str, args: &[&str]) -> (Process, String) {
                 controller,
                 "--listen",
                 "127.0.0.1:0",
+                "--grpc-listen",
+                "127.0.0.1:0",
             ])
             .args(args),
     );
     let rest = field(&process.first_line, "REST on http://");
-    (process, rest)
+    let grpc = field(&process.first_line, "gRPC on http://");
+    (process, rest, grpc)
 }
 
 /// Retries `attempt` for up to 20 s (the metadata stream needs a moment to deliver changes).

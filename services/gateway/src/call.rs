@@ -1,5 +1,5 @@
-//! [`Call`]: an authenticated REST call, with the cluster view it is served from. Extracting
-//! it checks the credential and the caller's request-rate quota.
+//! [`Call`]: an authenticated REST or gRPC call, with the cluster view it is served from.
+//! Making one checks the credential and the caller's request-rate quota.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -58,6 +58,16 @@ impl Call {
         }
         gateway.quotas.take(&view, &caller, Metered::Requests, 1)?;
         Ok(Self { caller, view, host })
+    }
+
+    /// The same caller against the cluster as it is now (long streams re-check ACLs and
+    /// topics as they change).
+    pub fn refreshed(&self, gateway: &Gateway) -> Self {
+        Self {
+            caller: self.caller.clone(),
+            view: gateway.view.now(),
+            host: self.host.clone(),
+        }
     }
 
     /// Refuses unless the ACLs allow `operation` on the resource.

@@ -1,0 +1,183 @@
+//! Produce and ProduceStream: records become `ProduceRecord`s and go through the same write
+//! path as REST (`crate::produce`). The stream reads ahead at most [`WINDOW`] records that
+//! have no report yet, writes what has arrived as one batch, and reports each record in
+//! order.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use skein_auth::Operation;
+use skein_client::{ProduceRecord, RecordHeader};
+use skein_proto::gateway as pb;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Status, Streaming};
+
+use super::code;
+use crate::call::Call;
+use crate::error::GatewayError;
+use crate::produce::{record_size, write, Written};
+use crate::quota::Metered;
+use crate::Gateway;
+
+/// The most records a stream reads ahead of their reports.
+pub(super) const WINDOW: usize = 1024;
+
+/// The most records one Produce call may carry.
+pub(super) const MAX_RECORDS: usize = 10_000;
+
+fn record(record: pb::Record) -> ProduceRecord {
+    ProduceRecord {
+        key: record.key.map(Bytes::from),
+        value: record.value.map(Bytes::from),
+        headers: record
+            .headers
+            .into_iter()
+            .map(|h| RecordHeader {
+                key: h.key,
+                value: h.value.map(Bytes::from),
+            })
+            .collect(),
+        timestamp: record.timestamp,
+        partition: record.partition,
+    }
+}
+
+fn result(outcome: Result<Written, GatewayError>) -> pb::RecordResult {
+    match outcome {
+        Ok(w) => pb::RecordResult {
+            partition: w.partition,
+            offset: w.offset,
+            timestamp: w.timestamp,
+            code: 0,
+            message: String::new(),
+        },
+        Err(e) => pb::RecordResult {
+            partition: -1,
+            offset: -1,
+            timestamp: -1,
+            code: code(&e),
+            message: e.to_string(),
+        },
+    }
+}
+
+/// Checks WRITE and the produce quota, then writes.
+async fn write_checked(
+    gateway: &Gateway,
+    call: &Call,
+    topic: &str,
+    records: Vec<Result<ProduceRecord, GatewayError>>,
+) -> Result<Vec<Result<Written, GatewayError>>, GatewayError> {
+    let summary = call.topic(topic, Operation::Write)?;
+    let bytes: usize = records.iter().flatten().map(record_size).sum();
+    gateway.quotas.take(
+        &call.view,
+        &call.caller,
+        Metered::ProduceBytes,
+        bytes as u64,
+    )?;
+    let tenant = call.client(gateway).await?;
+    Ok(write(&tenant, topic, summary.partitions, records).await)
+}
+
+pub(super) async fn unary(
+    gateway: &Gateway,
+    call: &Call,
+    request: pb::ProduceRequest,
+) -> Result<Vec<pb::RecordResult>, Status> {
+    if request.records.is_empty() || request.records.len() > MAX_RECORDS {
+        return Err(Status::invalid_argument(format!(
+            "send between 1 and {MAX_RECORDS} records"
+        )));
+    }
+    let records = request.records.into_iter().map(|r| Ok(record(r))).collect();
+    let outcomes = write_checked(gateway, call, &request.topic, records).await?;
+    Ok(outcomes.into_iter().map(result).collect())
+}
+
+pub(super) fn stream(
+    gateway: Arc<Gateway>,
+    call: Call,
+    mut inbound: Streaming<pb::ProduceStreamRequest>,
+) -> ReceiverStream<Result<pb::ProduceReport, Status>> {
+    let (reports, receiver) = tokio::sync::mpsc::channel(WINDOW);
+    let (queue, mut queued) = tokio::sync::mpsc::channel::<pb::ProduceStreamRequest>(WINDOW);
+    let failed = reports.clone();
+    // Reads ahead into a bounded queue: when it is full the client is held back by HTTP/2
+    // flow control.
+    tokio::spawn(async move {
+        loop {
+            match inbound.message().await {
+                Ok(Some(message)) => {
+                    if queue.send(message).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(status) => {
+                    let _ = failed.send(Err(status)).await;
+                    return;
+                }
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(first) = queued.recv().await {
+            if call
+                .caller
+                .expires_at
+                .is_some_and(|at| at <= SystemTime::now())
+            {
+                let _ = reports
+                    .send(Err(Status::unauthenticated(
+                        "the token has expired; reconnect with a new one and resend the \
+                         records that have no report",
+                    )))
+                    .await;
+                return;
+            }
+            let mut batch = vec![first];
+            while batch.len() < WINDOW {
+                match queued.try_recv() {
+                    Ok(message) => batch.push(message),
+                    Err(_) => break,
+                }
+            }
+            // Consecutive records for the same topic go out together, in order.
+            let mut start = 0;
+            while start < batch.len() {
+                let topic = batch[start].topic.clone();
+                let end = batch[start..]
+                    .iter()
+                    .position(|m| m.topic != topic)
+                    .map_or(batch.len(), |n| start + n);
+                let sequences: Vec<u64> = batch[start..end].iter().map(|m| m.sequence).collect();
+                let records: Vec<Result<ProduceRecord, GatewayError>> = batch[start..end]
+                    .iter_mut()
+                    .map(|m| {
+                        m.record.take().map(record).ok_or_else(|| {
+                            GatewayError::Invalid("the message has no record".to_owned())
+                        })
+                    })
+                    .collect();
+                let now = call.refreshed(&gateway);
+                let outcomes = match write_checked(&gateway, &now, &topic, records).await {
+                    Ok(outcomes) => outcomes,
+                    Err(e) => vec![Err(e); sequences.len()],
+                };
+                for (sequence, outcome) in sequences.into_iter().zip(outcomes) {
+                    let report = pb::ProduceReport {
+                        sequence,
+                        result: Some(result(outcome)),
+                    };
+                    if reports.send(Ok(report)).await.is_err() {
+                        return;
+                    }
+                }
+                start = end;
+            }
+        }
+    });
+    ReceiverStream::new(receiver)
+}

@@ -1,0 +1,228 @@
+//! `GET /v1/topics/{topic}/events`: a live tail of a topic as Server-Sent Events. Each
+//! record is one `record` event whose id is the position of every partition after it
+//! (`0:15,1:7`); a client that reconnects with `Last-Event-ID` (browsers' EventSource does
+//! this by itself) continues from there, losing nothing and repeating nothing.
+//!
+//! EventSource cannot send an Authorization header, so this endpoint also takes the token
+//! as the `access_token` query parameter (RFC 6750). The stream ends when the token expires.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::extract::Path;
+use axum::extract::{ConnectInfo, State};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use skein_auth::Operation;
+use skein_http::{ApiQuery, Problem};
+use tokio_stream::wrappers::ReceiverStream;
+use utoipa::IntoParams;
+
+use super::body::{Formats, RecordOut};
+use crate::call::Call;
+use crate::error::GatewayError;
+use crate::quota::Metered;
+use crate::read::{read, resolve, Start};
+use crate::Gateway;
+
+/// Where the tail starts.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Where partitions without a position start: `latest` (default), `earliest` or an
+    /// offset.
+    pub offset: Option<String>,
+    /// Positions to resume from, as in an event id (`0:15,1:7`); the `Last-Event-ID` header
+    /// takes precedence.
+    pub last_event_id: Option<String>,
+    /// The token, for clients that cannot send an Authorization header (EventSource).
+    pub access_token: Option<String>,
+    /// Default `string`.
+    pub key_format: Option<super::format::Format>,
+    /// Default `json`.
+    pub value_format: Option<super::format::Format>,
+    /// Default `string`.
+    pub header_format: Option<super::format::Format>,
+}
+
+/// Positions as an event id: `partition:next_offset`, comma-separated, by partition.
+pub fn event_id(positions: &BTreeMap<i32, i64>) -> String {
+    positions
+        .iter()
+        .map(|(p, o)| format!("{p}:{o}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The positions an event id names.
+pub fn parse_event_id(id: &str) -> Result<BTreeMap<i32, i64>, GatewayError> {
+    let mut positions = BTreeMap::new();
+    for part in id.split(',').filter(|p| !p.trim().is_empty()) {
+        let parsed = part
+            .split_once(':')
+            .and_then(|(p, o)| Some((p.trim().parse::<i32>().ok()?, o.trim().parse::<i64>().ok()?)))
+            .filter(|(p, o)| *p >= 0 && *o >= 0);
+        let (partition, offset) = parsed.ok_or_else(|| {
+            GatewayError::Invalid(format!(
+                "event id {id:?} is not partition:offset pairs separated by commas"
+            ))
+        })?;
+        positions.insert(partition, offset);
+    }
+    Ok(positions)
+}
+
+/// Tails a topic as Server-Sent Events.
+#[utoipa::path(
+    get,
+    path = "/v1/topics/{topic}/events",
+    tag = "records",
+    params(
+        ("topic" = String, Path, description = "A topic of the caller's tenant"),
+        ("Last-Event-ID" = Option<String>, Header, description = "The id of the last event received"),
+        EventsQuery,
+    ),
+    responses(
+        (status = 200, description = "`record` events, each with the partitions' positions as its id",
+            content_type = "text/event-stream", body = RecordOut),
+        (status = 400, description = "A parameter or the event id is not valid", body = Problem),
+        (status = 401, description = "No valid credential", body = Problem),
+        (status = 403, description = "No READ on the topic", body = Problem),
+        (status = 404, description = "No such topic", body = Problem),
+    )
+)]
+pub async fn events(
+    State(gateway): State<Arc<Gateway>>,
+    Path(topic): Path<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+    parts: Parts,
+) -> Result<impl IntoResponse, Problem> {
+    let headers = &parts.headers;
+    let authorization = match (&query.access_token, headers.get(AUTHORIZATION)) {
+        (_, Some(value)) => value.to_str().ok().map(str::to_owned),
+        (Some(token), None) => Some(format!("Bearer {token}")),
+        (None, None) => None,
+    };
+    let caller = gateway.auth.authenticate(authorization.as_deref()).await?;
+    let host = parts
+        .extensions
+        .get::<ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_default();
+    let call = Call::new(&gateway, caller, host)?;
+    let summary = call.topic(&topic, Operation::Read)?;
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or(query.last_event_id.clone());
+    let mut positions = match &resume {
+        Some(id) => parse_event_id(id)?,
+        None => BTreeMap::new(),
+    };
+    positions.retain(|p, _| *p < summary.partitions);
+    let start: Start = query.offset.as_deref().unwrap_or("latest").parse()?;
+    let tenant = call.client(&gateway).await?;
+    for partition in 0..summary.partitions {
+        if let std::collections::btree_map::Entry::Vacant(entry) = positions.entry(partition) {
+            entry.insert(resolve(&tenant, &topic, partition, start).await?);
+        }
+    }
+    let formats = Formats {
+        key_format: query.key_format,
+        value_format: query.value_format,
+        header_format: query.header_format,
+    };
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
+    let expires_at = call.caller.expires_at;
+    tokio::spawn(async move {
+        loop {
+            if expires_at.is_some_and(|at| at <= SystemTime::now()) {
+                let _ = sender
+                    .send(Ok(Event::default()
+                        .event("expired")
+                        .data("the token has expired")))
+                    .await;
+                return;
+            }
+            let debt = gateway.quotas.debt(&call.caller, Metered::FetchBytes);
+            if !debt.is_zero() {
+                tokio::time::sleep(debt).await;
+            }
+            let reads = positions.iter().map(|(partition, offset)| {
+                read(
+                    &tenant,
+                    &topic,
+                    *partition,
+                    *offset,
+                    500,
+                    1024 * 1024,
+                    Duration::from_secs(1),
+                )
+            });
+            let batches = futures::future::join_all(reads).await;
+            let partitions: Vec<i32> = positions.keys().copied().collect();
+            for (partition, batch) in partitions.into_iter().zip(batches) {
+                let batch = match batch {
+                    Ok(batch) => batch,
+                    Err(GatewayError::OffsetOutOfRange(_)) => {
+                        // Retention removed what was next: go on from the log's start.
+                        if let Ok(start) =
+                            resolve(&tenant, &topic, partition, Start::Earliest).await
+                        {
+                            positions.insert(partition, start);
+                        }
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "tail read failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
+                };
+                gateway.quotas.charge(
+                    &call.view,
+                    &call.caller,
+                    Metered::FetchBytes,
+                    batch.bytes as u64,
+                );
+                for record in &batch.records {
+                    positions.insert(partition, record.offset + 1);
+                    let data = serde_json::to_string(&RecordOut::encode(record, &formats))
+                        .unwrap_or_default();
+                    let event = Event::default()
+                        .event("record")
+                        .id(event_id(&positions))
+                        .data(data);
+                    if sender.send(Ok(event)).await.is_err() {
+                        return;
+                    }
+                }
+                positions.insert(partition, batch.next_offset);
+            }
+        }
+    });
+    Ok(Sse::new(ReceiverStream::new(receiver)).keep_alive(KeepAlive::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_round_trip_and_refuse_nonsense() {
+        let positions = BTreeMap::from([(0, 15), (2, 0), (1, 7)]);
+        assert_eq!(event_id(&positions), "0:15,1:7,2:0");
+        assert_eq!(parse_event_id("0:15,1:7,2:0").unwrap(), positions);
+        assert_eq!(parse_event_id("").unwrap(), BTreeMap::new());
+        for bad in ["x", "0:", "-1:3", "0:-3", "0:1;1:2"] {
+            assert!(parse_event_id(bad).is_err(), "{bad}");
+        }
+    }
+}
