@@ -463,6 +463,22 @@ fn tokens_acls_quotas_and_tenants_decide_every_call() {
     let listed = cluster.call(0, "GET", "/v1/topics", &reader, "");
     assert_eq!(listed.json()["topics"][0]["name"], "orders");
 
+    // Group consume: READ on the topic and on the group.
+    cluster.allow("acme", "reader", "GROUP", "readers", "READ");
+    let join = |token: &str, group: &str| {
+        let body = r#"{"topics":["orders"],"session_timeout_ms":6000}"#;
+        cluster.call(
+            0,
+            "POST",
+            &format!("/v1/groups/{group}/members"),
+            token,
+            body,
+        )
+    };
+    cluster.wait_for_status(200, |_| join(&reader, "readers"));
+    assert_eq!(join(&reader, "others").status, 403, "no READ on that group");
+    assert_eq!(join(&writer, "readers").status, 403, "no READ on the topic");
+
     // Tokens that must not pass: 401 with a problem body, whatever the reason.
     let bad = [
         (
@@ -1198,4 +1214,134 @@ async fn wait_for_grpc_topic(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     panic!("the gateway never listed events");
+}
+
+#[test]
+fn a_rest_group_member_moves_between_gateways_and_reads_each_record_once() {
+    let cluster = Cluster::start(&["acme"], 2);
+    cluster.topic("acme", "orders", 3);
+    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
+    cluster.allow("acme", "svc", "GROUP", "*", "ALL");
+    let svc = token("acme", "svc", json!({}));
+    cluster.wait_for_topic(&svc, "orders");
+    let produce = |from: usize, to: usize| {
+        let records: Vec<Value> = (from..to)
+            .map(|i| json!({"key": format!("k{}", i % 10), "value": i}))
+            .collect();
+        let body = json!({ "records": records }).to_string();
+        let answer = cluster.call(0, "POST", "/v1/topics/orders/records", &svc, &body);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    };
+    produce(0, 90);
+
+    let joined = cluster.call(
+        0,
+        "POST",
+        "/v1/groups/readers/members",
+        &svc,
+        r#"{"topics":["orders"],"session_timeout_ms":6000}"#,
+    );
+    assert_eq!(joined.status, 200, "{}", joined.body);
+    let mut cursor = joined.json()["cursor"].as_str().unwrap().to_owned();
+    assert_eq!(joined.json()["assignment"].as_array().unwrap().len(), 3);
+
+    // Alternate gateways for every read and commit; no sticky routing.
+    let mut seen: Vec<(i64, i64, i64)> = Vec::new();
+    for round in 0..60 {
+        if seen.len() >= 90 {
+            break;
+        }
+        let path =
+            format!("/v1/groups/readers/records?cursor={cursor}&max_records=7&max_wait_ms=200");
+        let read = cluster.call(round % 2, "GET", &path, &svc, "");
+        assert_eq!(read.status, 200, "{}", read.body);
+        let body = read.json();
+        for r in body["records"].as_array().unwrap() {
+            seen.push((
+                r["partition"].as_i64().unwrap(),
+                r["offset"].as_i64().unwrap(),
+                r["value"].as_i64().unwrap(),
+            ));
+        }
+        cursor = body["cursor"].as_str().unwrap().to_owned();
+        let commit = json!({ "cursor": cursor }).to_string();
+        let committed = cluster.call(
+            (round + 1) % 2,
+            "POST",
+            "/v1/groups/readers/offsets",
+            &svc,
+            &commit,
+        );
+        assert_eq!(committed.status, 200, "{}", committed.body);
+    }
+    let mut values: Vec<i64> = seen.iter().map(|(_, _, v)| *v).collect();
+    values.sort_unstable();
+    assert_eq!(
+        values,
+        (0..90).collect::<Vec<_>>(),
+        "every record exactly once"
+    );
+    for partition in 0..3 {
+        let offsets: Vec<i64> = seen
+            .iter()
+            .filter(|(p, _, _)| *p == partition)
+            .map(|(_, o, _)| *o)
+            .collect();
+        assert!(
+            offsets.windows(2).all(|w| w[1] == w[0] + 1),
+            "in order: {offsets:?}"
+        );
+    }
+
+    // The member goes idle: after its session timeout a new member gets every partition and
+    // continues from the commits, reading only what came after them.
+    let second = cluster.call(
+        1,
+        "POST",
+        "/v1/groups/readers/members",
+        &svc,
+        r#"{"topics":["orders"],"session_timeout_ms":6000}"#,
+    );
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(
+        second.json()["assignment"].as_array().unwrap().len(),
+        3,
+        "{}",
+        second.body
+    );
+    let mut cursor = second.json()["cursor"].as_str().unwrap().to_owned();
+    produce(90, 93);
+    let mut fresh = Vec::new();
+    for round in 0..20 {
+        if fresh.len() >= 3 {
+            break;
+        }
+        let path = format!("/v1/groups/readers/records?cursor={cursor}&max_wait_ms=300");
+        let read = cluster.call(round % 2, "GET", &path, &svc, "");
+        assert_eq!(read.status, 200, "{}", read.body);
+        for r in read.json()["records"].as_array().unwrap() {
+            fresh.push(r["value"].as_i64().unwrap());
+        }
+        cursor = read.json()["cursor"].as_str().unwrap().to_owned();
+    }
+    fresh.sort_unstable();
+    assert_eq!(fresh, vec![90, 91, 92]);
+    // Leaving ends the membership; a cursor from another group is refused.
+    let member = second.json()["member_id"].as_str().unwrap().to_owned();
+    let left = cluster.call(
+        0,
+        "DELETE",
+        &format!("/v1/groups/readers/members/{member}"),
+        &svc,
+        "",
+    );
+    assert_eq!(left.status, 204, "{}", left.body);
+    let wrong = cluster.call(
+        0,
+        "GET",
+        &format!("/v1/groups/other/records?cursor={cursor}"),
+        &svc,
+        "",
+    );
+    assert_eq!(wrong.status, 400);
 }

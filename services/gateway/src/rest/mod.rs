@@ -1,5 +1,6 @@
 //! The REST API, under `/v1`: produce (a batch, or an NDJSON stream), read a partition by
-//! offset, tail a topic as Server-Sent Events, and list and describe topics; `/healthz`, `/readyz` and `/openapi.json` need no
+//! offset, tail a topic as Server-Sent Events, consume in a group with the member's state in
+//! a cursor the client carries (`groups.rs`), and list and describe topics; `/healthz`, `/readyz` and `/openapi.json` need no
 //! credential. Errors are problem details; bodies are capped; browsers from the configured
 //! origins may call (CORS). The OpenAPI document is generated from this code
 //! ([`GatewayApi`]) and committed as `openapi/gateway.json`.
@@ -7,6 +8,7 @@
 pub mod body;
 pub mod events;
 pub mod format;
+pub mod groups;
 pub mod produce;
 pub mod read;
 pub mod topics;
@@ -38,6 +40,10 @@ use crate::Gateway;
         produce::produce_stream,
         read::read_partition,
         events::events,
+        groups::join_group,
+        groups::read_group,
+        groups::commit,
+        groups::leave,
         topics::list,
         topics::describe,
         healthz,
@@ -165,6 +171,13 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
             get(read::read_partition),
         )
         .route("/v1/topics/{topic}/events", get(events::events))
+        .route("/v1/groups/{group}/members", post(groups::join_group))
+        .route(
+            "/v1/groups/{group}/members/{member}",
+            axum::routing::delete(groups::leave),
+        )
+        .route("/v1/groups/{group}/records", get(groups::read_group))
+        .route("/v1/groups/{group}/offsets", post(groups::commit))
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(gateway.http.max_body_bytes));
