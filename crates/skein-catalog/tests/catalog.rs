@@ -51,6 +51,45 @@ async fn suite(catalog: &Catalog) {
     quotas(catalog).await;
     brokers_and_producer_ids(catalog).await;
     leases(catalog).await;
+    idempotency_keys(catalog).await;
+}
+
+async fn idempotency_keys(catalog: &Catalog) {
+    let first = catalog
+        .claim_idempotency_key("acme", "alice", "req-1", "hash-a", 500)
+        .await
+        .unwrap();
+    assert_eq!((first.producer_id, first.outcome.as_deref()), (500, None));
+    // A later claim keeps the first producer id and hash.
+    let again = catalog
+        .claim_idempotency_key("acme", "alice", "req-1", "hash-b", 501)
+        .await
+        .unwrap();
+    assert_eq!(again.producer_id, 500);
+    assert_eq!(again.request_hash, "hash-a");
+    catalog
+        .complete_idempotency_key("acme", "alice", "req-1", "done")
+        .await
+        .unwrap();
+    catalog
+        .complete_idempotency_key("acme", "alice", "req-1", "later")
+        .await
+        .unwrap();
+    let done = catalog
+        .claim_idempotency_key("acme", "alice", "req-1", "hash-a", 502)
+        .await
+        .unwrap();
+    assert_eq!(
+        done.outcome.as_deref(),
+        Some("done"),
+        "the first outcome stays"
+    );
+    // Keys are per principal.
+    let bob = catalog
+        .claim_idempotency_key("acme", "bob", "req-1", "hash-a", 503)
+        .await
+        .unwrap();
+    assert_eq!(bob.producer_id, 503);
 }
 
 async fn tenants(catalog: &Catalog) {

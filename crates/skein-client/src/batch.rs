@@ -32,12 +32,24 @@ const LAST_OFFSET_DELTA_AT: usize = 23;
 /// Offset of the magic byte.
 const MAGIC_AT: usize = 16;
 
+/// An idempotent producer's identity for one batch: the broker writes a batch of a given
+/// producer id, epoch and sequence range once, and answers a repeat with the first write's
+/// offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IdempotentProducer {
+    pub(crate) id: i64,
+    pub(crate) epoch: i16,
+    /// The sequence number of the batch's first record.
+    pub(crate) base_sequence: i32,
+}
+
 /// Encodes records as one batch with base offset 0 (the broker assigns offsets).
 /// `now_ms` stands in for records without a timestamp.
 pub(crate) fn encode(
     records: &[&ProduceRecord],
     compression: Compression,
     now_ms: i64,
+    producer: Option<IdempotentProducer>,
 ) -> Result<Bytes, BoxError> {
     let records: Vec<Record> = records
         .iter()
@@ -47,13 +59,16 @@ pub(crate) fn encode(
             control: false,
             delete_horizon: false,
             partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
-            producer_id: NO_PRODUCER_ID,
-            producer_epoch: NO_PRODUCER_EPOCH,
+            producer_id: producer.map_or(NO_PRODUCER_ID, |p| p.id),
+            producer_epoch: producer.map_or(NO_PRODUCER_EPOCH, |p| p.epoch),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder keeps records in one batch while `offset - sequence` is constant;
-            // this makes the batch's base sequence -1 (none), as for a plain producer.
-            sequence: (i as i32).wrapping_sub(1),
+            // without a producer this makes the batch's base sequence -1 (none).
+            sequence: match producer {
+                Some(p) => p.base_sequence.wrapping_add(i as i32),
+                None => (i as i32).wrapping_sub(1),
+            },
             timestamp: r.timestamp.unwrap_or(now_ms),
             key: r.key.clone(),
             value: r.value.clone(),
@@ -194,7 +209,7 @@ mod tests {
             Compression::Lz4,
             Compression::Zstd,
         ] {
-            let bytes = encode(&refs, codec, 0).unwrap();
+            let bytes = encode(&refs, codec, 0, None).unwrap();
             // One batch: the length field covers everything after it.
             let length = (&bytes[LENGTH_AT..LOG_OVERHEAD]).get_i32() as usize;
             assert_eq!(length + LOG_OVERHEAD, bytes.len(), "{codec:?}");
@@ -214,7 +229,7 @@ mod tests {
     fn base_sequence_is_none() {
         let records = records();
         let refs: Vec<&ProduceRecord> = records.iter().collect();
-        let bytes = encode(&refs, Compression::None, 0).unwrap();
+        let bytes = encode(&refs, Compression::None, 0, None).unwrap();
         // Base sequence sits after producer id (8) and epoch (2), at byte 53.
         assert_eq!((&bytes[53..57]).get_i32(), -1);
         assert_eq!((&bytes[43..51]).get_i64(), -1);
@@ -224,7 +239,7 @@ mod tests {
     fn partial_trailing_batch_is_ignored() {
         let records = records();
         let refs: Vec<&ProduceRecord> = records.iter().collect();
-        let bytes = encode(&refs, Compression::None, 0).unwrap();
+        let bytes = encode(&refs, Compression::None, 0, None).unwrap();
         let mut two = BytesMut::from(&bytes[..]);
         two.extend_from_slice(&bytes[..bytes.len() / 2]);
         let decoded = decode("t", 0, two.freeze(), 0).unwrap();

@@ -158,12 +158,59 @@ impl Producer {
         let mut pending = Vec::with_capacity(by_partition.len());
         for (partition, records) in by_partition {
             let encoded =
-                batch::encode(&records, self.config.compression, now).map_err(|source| {
+                batch::encode(&records, self.config.compression, now, None).map_err(|source| {
                     ClientError::RecordBatch {
                         topic: topic.to_owned(),
                         partition,
                         source,
                     }
+                })?;
+            pending.push(PendingBatch {
+                partition,
+                records: encoded,
+                record_count: records.len(),
+            });
+        }
+        self.send_batches(topic, pending).await
+    }
+
+    /// Writes records, each with an explicit partition, as an idempotent producer whose
+    /// batches start at sequence 0 in every partition: a producer id used for one set of
+    /// records only. Sending the same records again with the same id writes nothing twice:
+    /// the broker answers the repeated batches with their first offsets. Retries are
+    /// therefore always safe.
+    pub async fn send_once(
+        &self,
+        topic: &str,
+        records: impl IntoIterator<Item = ProduceRecord>,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<Vec<ProducedBatch>> {
+        let mut by_partition: BTreeMap<i32, Vec<ProduceRecord>> = BTreeMap::new();
+        for record in records {
+            let Some(partition) = record.partition else {
+                return Err(ClientError::InvalidArgument {
+                    reason: "send_once needs every record's partition".to_owned(),
+                });
+            };
+            by_partition.entry(partition).or_default().push(record);
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let mut pending = Vec::with_capacity(by_partition.len());
+        for (partition, records) in by_partition {
+            let refs: Vec<&ProduceRecord> = records.iter().collect();
+            let producer = batch::IdempotentProducer {
+                id: producer_id,
+                epoch: producer_epoch,
+                base_sequence: 0,
+            };
+            let encoded = batch::encode(&refs, self.config.compression, now, Some(producer))
+                .map_err(|source| ClientError::RecordBatch {
+                    topic: topic.to_owned(),
+                    partition,
+                    source,
                 })?;
             pending.push(PendingBatch {
                 partition,

@@ -215,3 +215,39 @@ async fn pipelined_requests_on_one_client_all_complete() {
         assert_eq!(fetched.records.len(), 8);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_sent_once_are_written_once_however_often_they_are_sent() {
+    let broker = TestBroker::start().await;
+    let client = broker.client().await;
+    client
+        .create_topics(&[NewTopic::new("once", 2)])
+        .await
+        .unwrap();
+    let producer = Producer::new(client.clone(), ProducerConfig::default());
+    let records = || (0..5).map(|i| ProduceRecord::new(format!("{i}")).with_partition(i % 2));
+    let first = producer
+        .send_once("once", records(), 7_000, 0)
+        .await
+        .unwrap();
+    let again = producer
+        .send_once("once", records(), 7_000, 0)
+        .await
+        .unwrap();
+    assert_eq!(first, again, "the repeat answers the first write's offsets");
+    for partition in 0..2 {
+        let fetched = client.fetch("once", partition, 0, &quick()).await.unwrap();
+        assert_eq!(fetched.high_watermark, [3, 2][partition as usize]);
+    }
+    // Another producer id is another write.
+    let other = producer
+        .send_once("once", records(), 7_001, 0)
+        .await
+        .unwrap();
+    assert_eq!(other[0].base_offset, Some(3));
+    // A record without a partition is refused before anything is sent.
+    assert!(producer
+        .send_once("once", [ProduceRecord::new("x")], 7_002, 0)
+        .await
+        .is_err());
+}

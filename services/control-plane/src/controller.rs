@@ -113,6 +113,28 @@ impl LeaseKeeper {
     }
 }
 
+/// Producer ids for idempotency keys, taken from blocks this replica allocates (node id
+/// -1); ids of a block left unused when the replica stops are never reused.
+#[derive(Debug, Default)]
+struct IdempotentIds {
+    range: tokio::sync::Mutex<(i64, i64)>,
+}
+
+impl IdempotentIds {
+    const BLOCK: i32 = 1024;
+
+    async fn next(&self, catalog: &Catalog) -> Result<i64, CatalogError> {
+        let mut range = self.range.lock().await;
+        if range.0 >= range.1 {
+            let first = catalog.allocate_producer_ids(-1, Self::BLOCK).await?;
+            *range = (first, first + i64::from(Self::BLOCK));
+        }
+        let id = range.0;
+        range.0 += 1;
+        Ok(id)
+    }
+}
+
 /// The gRPC controller service.
 #[derive(Debug, Clone)]
 pub struct ControllerService {
@@ -120,6 +142,7 @@ pub struct ControllerService {
     config: ControllerConfig,
     leadership: Arc<Leadership>,
     topics: TopicOps,
+    idempotent_ids: Arc<IdempotentIds>,
 }
 
 impl ControllerService {
@@ -129,6 +152,7 @@ impl ControllerService {
             catalog,
             config,
             leadership,
+            idempotent_ids: Arc::default(),
         }
     }
 
@@ -433,6 +457,57 @@ impl Controller for ControllerService {
     }
 
     type WatchMetadataStream = SnapshotStream;
+
+    async fn claim_idempotency_key(
+        &self,
+        request: Request<pb::ClaimIdempotencyKeyRequest>,
+    ) -> Result<Response<pb::ClaimIdempotencyKeyResponse>, Status> {
+        let request = request.into_inner();
+        if request.key.is_empty() || request.key.len() > 255 {
+            return Err(Status::invalid_argument(
+                "an idempotency key has 1 to 255 characters",
+            ));
+        }
+        let producer_id = self
+            .idempotent_ids
+            .next(&self.catalog)
+            .await
+            .map_err(status)?;
+        let claim = self
+            .catalog
+            .claim_idempotency_key(
+                &request.tenant,
+                &request.principal,
+                &request.key,
+                &request.request_hash,
+                producer_id,
+            )
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::ClaimIdempotencyKeyResponse {
+            producer_id: claim.producer_id,
+            request_hash: claim.request_hash,
+            outcome: claim.outcome,
+            created_at: claim.created_at,
+        }))
+    }
+
+    async fn complete_idempotency_key(
+        &self,
+        request: Request<pb::CompleteIdempotencyKeyRequest>,
+    ) -> Result<Response<pb::CompleteIdempotencyKeyResponse>, Status> {
+        let request = request.into_inner();
+        self.catalog
+            .complete_idempotency_key(
+                &request.tenant,
+                &request.principal,
+                &request.key,
+                &request.outcome,
+            )
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::CompleteIdempotencyKeyResponse {}))
+    }
 
     async fn authenticate_api_key(
         &self,

@@ -8,7 +8,7 @@ use skein_client::{ClientError, ResponseError};
 use skein_http::Problem;
 
 /// Why a call failed.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum GatewayError {
     /// No credential, or one that does not verify (the reason is logged, not answered).
     #[error("{0}")]
@@ -27,6 +27,9 @@ pub enum GatewayError {
     /// generation is stale.
     #[error("{0}")]
     Conflict(String),
+    /// The request contradicts an earlier one (an idempotency key reused for another body).
+    #[error("{0}")]
+    Unprocessable(String),
     /// An offset outside the partition's log.
     #[error("{0}")]
     OffsetOutOfRange(String),
@@ -96,6 +99,9 @@ impl From<GatewayError> for Problem {
                 Problem::too_many_requests(detail, retry_after.as_secs_f64().ceil() as u64)
             }
             GatewayError::Conflict(_) => Problem::new(StatusCode::CONFLICT, "conflict", detail),
+            GatewayError::Unprocessable(_) => {
+                Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", detail)
+            }
             GatewayError::OffsetOutOfRange(_) => Problem::new(
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 "offset-out-of-range",
@@ -129,6 +135,7 @@ impl From<GatewayError> for tonic::Status {
                 status
             }
             GatewayError::Conflict(_) => tonic::Status::aborted(message),
+            GatewayError::Unprocessable(_) => tonic::Status::failed_precondition(message),
             GatewayError::OffsetOutOfRange(_) => tonic::Status::out_of_range(message),
             GatewayError::Unavailable(_) => tonic::Status::unavailable(message),
             GatewayError::Internal(_) => {

@@ -15,6 +15,7 @@ pub mod call;
 pub mod cluster;
 pub mod error;
 pub mod grpc;
+pub mod idempotency;
 pub mod produce;
 pub mod quota;
 pub mod read;
@@ -56,16 +57,25 @@ pub struct Gateway {
     pub brokers: Brokers,
     pub quotas: Quotas,
     pub http: HttpOptions,
+    /// The control plane, for idempotency keys; `None` where there is none (then requests
+    /// with an idempotency key are refused as unavailable).
+    pub controller: Option<skein_proto::replicas::ControllerReplicas>,
 }
 
 impl Gateway {
-    pub fn new(view: ClusterView, auth: Authenticator, http: HttpOptions) -> Arc<Self> {
+    pub fn new(
+        view: ClusterView,
+        auth: Authenticator,
+        http: HttpOptions,
+        controller: Option<skein_proto::replicas::ControllerReplicas>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             view,
             auth,
             brokers: Brokers::default(),
             quotas: Quotas::default(),
             http,
+            controller,
         })
     }
 }

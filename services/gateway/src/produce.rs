@@ -8,16 +8,69 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use skein_client::{partition_for_key, ProduceRecord};
 
+use skein_auth::Operation;
+
 use crate::brokers::TenantClient;
+use crate::call::Call;
 use crate::error::GatewayError;
+use crate::quota::Metered;
+use crate::Gateway;
 
 /// Where a record was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Written {
     pub partition: i32,
     pub offset: i64,
     /// The record's timestamp: its own, or the broker's append time on LogAppendTime topics.
     pub timestamp: i64,
+}
+
+/// What a produce call did.
+#[derive(Debug)]
+pub struct Produced {
+    /// One outcome per record, in order.
+    pub outcomes: Vec<Result<Written, GatewayError>>,
+    /// Whether this is the recorded outcome of an earlier attempt with the same
+    /// idempotency key (nothing was written now).
+    pub replayed: bool,
+}
+
+/// Checks WRITE and the produce quota, then writes: once per `idempotency_key` when there
+/// is one (see [`crate::idempotency`]).
+pub async fn produce(
+    gateway: &Gateway,
+    call: &Call,
+    topic: &str,
+    records: Vec<Result<ProduceRecord, GatewayError>>,
+    idempotency_key: Option<&str>,
+) -> Result<Produced, GatewayError> {
+    let summary = call.topic(topic, Operation::Write)?;
+    let bytes: usize = records.iter().flatten().map(record_size).sum();
+    gateway.quotas.take(
+        &call.view,
+        &call.caller,
+        Metered::ProduceBytes,
+        bytes as u64,
+    )?;
+    let tenant = call.client(gateway).await?;
+    match idempotency_key {
+        None => Ok(Produced {
+            outcomes: write(&tenant, topic, summary.partitions, records, Mode::Plain).await,
+            replayed: false,
+        }),
+        Some(key) => {
+            crate::idempotency::produce_once(
+                gateway,
+                call,
+                &tenant,
+                topic,
+                summary.partitions,
+                records,
+                key,
+            )
+            .await
+        }
+    }
 }
 
 /// The size a record adds to a request, for quotas and limits.
@@ -38,6 +91,21 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// How records are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A plain write: a retry of the request writes again.
+    Plain,
+    /// Every attempt of one request writes the same batches as one idempotent producer, so
+    /// the brokers keep only the first; unkeyed records go to the partition `seed` picks, and
+    /// records without a timestamp get `timestamp`.
+    Once {
+        producer_id: i64,
+        seed: u64,
+        timestamp: i64,
+    },
+}
+
 /// Writes `records` (those already refused keep their refusal) to `topic`, which has
 /// `partitions` partitions; answers one outcome per record, in order.
 pub async fn write(
@@ -45,9 +113,17 @@ pub async fn write(
     topic: &str,
     partitions: i32,
     records: Vec<Result<ProduceRecord, GatewayError>>,
+    mode: Mode,
 ) -> Vec<Result<Written, GatewayError>> {
-    let sticky = (rand::random::<u32>() % partitions.max(1).unsigned_abs()) as i32;
-    let now = now_ms();
+    let seed = match mode {
+        Mode::Plain => u64::from(rand::random::<u32>()),
+        Mode::Once { seed, .. } => seed,
+    };
+    let sticky = (seed % u64::from(partitions.max(1).unsigned_abs())) as i32;
+    let now = match mode {
+        Mode::Plain => now_ms(),
+        Mode::Once { timestamp, .. } => timestamp,
+    };
     let mut outcomes: Vec<Option<Result<Written, GatewayError>>> = Vec::new();
     let mut by_partition: BTreeMap<i32, Vec<(usize, ProduceRecord)>> = BTreeMap::new();
     for (index, record) in records.into_iter().enumerate() {
@@ -88,7 +164,15 @@ pub async fn write(
         .map(|(partition, records)| async move {
             let (indexes, records): (Vec<usize>, Vec<ProduceRecord>) = records.into_iter().unzip();
             let timestamps: Vec<i64> = records.iter().map(|r| r.timestamp.unwrap_or(now)).collect();
-            let outcome = tenant.producer.send(topic, records).await;
+            let outcome = match mode {
+                Mode::Plain => tenant.producer.send(topic, records).await,
+                Mode::Once { producer_id, .. } => {
+                    tenant
+                        .producer
+                        .send_once(topic, records, producer_id, 0)
+                        .await
+                }
+            };
             (partition, indexes, timestamps, outcome)
         });
     for (partition, indexes, timestamps, outcome) in futures::future::join_all(sends).await {

@@ -147,8 +147,8 @@ impl RunningGateway {
             .with_context(|| format!("failed to bind the gateway's gRPC on {grpc_listen}"))?;
         let grpc = grpc_listener.local_addr()?;
         let (view, follower) = ClusterView::follow(replicas.clone());
-        let authenticator = skein_gateway::auth::Authenticator::new(auth, Some(replicas));
-        let gateway = Gateway::new(view, authenticator, http);
+        let authenticator = skein_gateway::auth::Authenticator::new(auth, Some(replicas.clone()));
+        let gateway = Gateway::new(view, authenticator, http, Some(replicas));
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let app = skein_gateway::rest::router(Arc::clone(&gateway))
             .into_make_service_with_connect_info::<SocketAddr>();

@@ -1345,3 +1345,75 @@ fn a_rest_group_member_moves_between_gateways_and_reads_each_record_once() {
     );
     assert_eq!(wrong.status, 400);
 }
+
+#[test]
+fn a_retried_request_with_an_idempotency_key_writes_nothing_twice() {
+    let cluster = Cluster::start(&["acme"], 2);
+    cluster.topic("acme", "orders", 3);
+    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
+    let svc = token("acme", "svc", json!({}));
+    cluster.wait_for_topic(&svc, "orders");
+    let total = |cluster: &Cluster| -> i64 {
+        (0..3)
+            .map(|p| high_watermark(cluster, &svc, "orders", p))
+            .sum()
+    };
+    let body =
+        json!({"records": [{"value": 1}, {"value": 2}, {"key": "k", "value": 3}]}).to_string();
+    let send = |gateway: usize, key: &str, body: &str| {
+        request(
+            &cluster.gateways[gateway],
+            "POST",
+            "/v1/topics/orders/records",
+            &[
+                ("Authorization", &format!("Bearer {svc}")),
+                ("Idempotency-Key", key),
+            ],
+            body,
+        )
+    };
+    let first = send(0, "order-42", &body);
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.header("idempotent-replayed"), None);
+    assert_eq!(total(&cluster), 3);
+    // The retry, through the other gateway: the first answer again, nothing written.
+    let retry = send(1, "order-42", &body);
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(retry.json(), first.json());
+    assert_eq!(total(&cluster), 3);
+    // The same key for another request is refused; nothing is written.
+    let other = send(
+        0,
+        "order-42",
+        &json!({"records": [{"value": 9}]}).to_string(),
+    );
+    assert_eq!(other.status, 422, "{}", other.body);
+    assert_eq!(total(&cluster), 3);
+    // Attempts racing through both gateways: one write, one answer.
+    let racing =
+        json!({"records": (0..20).map(|i| json!({"value": i})).collect::<Vec<_>>()}).to_string();
+    let answers: Vec<Answer> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let racing = &racing;
+                let send = &send;
+                scope.spawn(move || send(i % 2, "batch-7", racing))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for answer in &answers {
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(answer.json()["results"], answers[0].json()["results"]);
+    }
+    assert_eq!(total(&cluster), 23);
+    // Without a key, a repeat writes again.
+    assert_eq!(
+        cluster
+            .call(0, "POST", "/v1/topics/orders/records", &svc, &body)
+            .status,
+        200
+    );
+    assert_eq!(total(&cluster), 26);
+}

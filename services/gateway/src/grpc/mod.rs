@@ -73,8 +73,13 @@ impl GatewayRpc for GatewayService {
         request: Request<pb::ProduceRequest>,
     ) -> Result<Response<pb::ProduceResponse>, Status> {
         let call = self.call(&request).await?;
+        let key = request
+            .metadata()
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let request = request.into_inner();
-        let results = produce::unary(&self.gateway, &call, request).await?;
+        let results = produce::unary(&self.gateway, &call, request, key.as_deref()).await?;
         Ok(Response::new(pb::ProduceResponse { results }))
     }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use skein_auth::Operation;
 use skein_client::{ProduceRecord, RecordHeader};
 use skein_proto::gateway as pb;
 use tokio_stream::wrappers::ReceiverStream;
@@ -16,8 +15,7 @@ use tonic::{Status, Streaming};
 use super::code;
 use crate::call::Call;
 use crate::error::GatewayError;
-use crate::produce::{record_size, write, Written};
-use crate::quota::Metered;
+use crate::produce::{produce, Written};
 use crate::Gateway;
 
 /// The most records a stream reads ahead of their reports.
@@ -62,29 +60,11 @@ fn result(outcome: Result<Written, GatewayError>) -> pb::RecordResult {
     }
 }
 
-/// Checks WRITE and the produce quota, then writes.
-async fn write_checked(
-    gateway: &Gateway,
-    call: &Call,
-    topic: &str,
-    records: Vec<Result<ProduceRecord, GatewayError>>,
-) -> Result<Vec<Result<Written, GatewayError>>, GatewayError> {
-    let summary = call.topic(topic, Operation::Write)?;
-    let bytes: usize = records.iter().flatten().map(record_size).sum();
-    gateway.quotas.take(
-        &call.view,
-        &call.caller,
-        Metered::ProduceBytes,
-        bytes as u64,
-    )?;
-    let tenant = call.client(gateway).await?;
-    Ok(write(&tenant, topic, summary.partitions, records).await)
-}
-
 pub(super) async fn unary(
     gateway: &Gateway,
     call: &Call,
     request: pb::ProduceRequest,
+    idempotency_key: Option<&str>,
 ) -> Result<Vec<pb::RecordResult>, Status> {
     if request.records.is_empty() || request.records.len() > MAX_RECORDS {
         return Err(Status::invalid_argument(format!(
@@ -92,8 +72,8 @@ pub(super) async fn unary(
         )));
     }
     let records = request.records.into_iter().map(|r| Ok(record(r))).collect();
-    let outcomes = write_checked(gateway, call, &request.topic, records).await?;
-    Ok(outcomes.into_iter().map(result).collect())
+    let produced = produce(gateway, call, &request.topic, records, idempotency_key).await?;
+    Ok(produced.outcomes.into_iter().map(result).collect())
 }
 
 pub(super) fn stream(
@@ -162,8 +142,8 @@ pub(super) fn stream(
                     })
                     .collect();
                 let now = call.refreshed(&gateway);
-                let outcomes = match write_checked(&gateway, &now, &topic, records).await {
-                    Ok(outcomes) => outcomes,
+                let outcomes = match produce(&gateway, &now, &topic, records, None).await {
+                    Ok(produced) => produced.outcomes,
                     Err(e) => vec![Err(e); sequences.len()],
                 };
                 for (sequence, outcome) in sequences.into_iter().zip(outcomes) {

@@ -17,8 +17,6 @@ use skein_http::{ApiJson, ApiQuery, Problem};
 use super::body::{Formats, ProduceBody, ProduceResults, RecordIn, RecordResult};
 use crate::call::Call;
 use crate::error::GatewayError;
-use crate::produce::{record_size, write, Written};
-use crate::quota::Metered;
 use crate::Gateway;
 
 /// The most records one batch request may carry.
@@ -29,7 +27,10 @@ pub const MAX_RECORDS: usize = 10_000;
     post,
     path = "/v1/topics/{topic}/records",
     tag = "records",
-    params(("topic" = String, Path, description = "A topic of the caller's tenant")),
+    params(
+        ("topic" = String, Path, description = "A topic of the caller's tenant"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Retries with the same key (and body) write nothing twice and get the first answer (with `Idempotent-Replayed: true`); for a day"),
+    ),
     request_body = ProduceBody,
     responses(
         (status = 200, description = "Every record was written", body = ProduceResults),
@@ -39,6 +40,7 @@ pub const MAX_RECORDS: usize = 10_000;
         (status = 403, description = "No WRITE on the topic; nothing was written", body = Problem),
         (status = 404, description = "No such topic", body = Problem),
         (status = 413, description = "The body is too large", body = Problem),
+        (status = 422, description = "The Idempotency-Key was used for a different request", body = Problem),
         (status = 429, description = "A quota is used up; see Retry-After", body = Problem),
     )
 )]
@@ -46,8 +48,16 @@ pub async fn produce(
     State(gateway): State<Arc<Gateway>>,
     call: Call,
     Path(topic): Path<String>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<ProduceBody>,
 ) -> Result<Response, Problem> {
+    let idempotency_key = headers
+        .get("idempotency-key")
+        .map(|v| {
+            v.to_str()
+                .map_err(|_| Problem::bad_request("the Idempotency-Key header is not text"))
+        })
+        .transpose()?;
     if body.records.is_empty() || body.records.len() > MAX_RECORDS {
         return Err(Problem::bad_request(format!(
             "send between 1 and {MAX_RECORDS} records"
@@ -56,36 +66,29 @@ pub async fn produce(
     let formats = body.formats();
     let records: Vec<Result<ProduceRecord, GatewayError>> =
         body.records.iter().map(|r| r.decode(&formats)).collect();
-    let outcomes = write_records(&gateway, &call, &topic, records).await?;
-    let all_written = outcomes.iter().all(Result::is_ok);
+    let produced =
+        crate::produce::produce(&gateway, &call, &topic, records, idempotency_key).await?;
+    let all_written = produced.outcomes.iter().all(Result::is_ok);
     let results = ProduceResults {
-        results: outcomes.into_iter().map(RecordResult::from).collect(),
+        results: produced
+            .outcomes
+            .into_iter()
+            .map(RecordResult::from)
+            .collect(),
     };
     let status = if all_written {
         StatusCode::OK
     } else {
         StatusCode::MULTI_STATUS
     };
-    Ok((status, Json(results)).into_response())
-}
-
-/// Checks WRITE and the produce quota, then writes.
-async fn write_records(
-    gateway: &Gateway,
-    call: &Call,
-    topic: &str,
-    records: Vec<Result<ProduceRecord, GatewayError>>,
-) -> Result<Vec<Result<Written, GatewayError>>, GatewayError> {
-    let summary = call.topic(topic, Operation::Write)?;
-    let bytes: usize = records.iter().flatten().map(record_size).sum();
-    gateway.quotas.take(
-        &call.view,
-        &call.caller,
-        Metered::ProduceBytes,
-        bytes as u64,
-    )?;
-    let tenant = call.client(gateway).await?;
-    Ok(write(&tenant, topic, summary.partitions, records).await)
+    let mut response = (status, Json(results)).into_response();
+    if produced.replayed {
+        response.headers_mut().insert(
+            "idempotent-replayed",
+            axum::http::HeaderValue::from_static("true"),
+        );
+    }
+    Ok(response)
 }
 
 /// Writes records sent as NDJSON, one JSON record per line, answering each as NDJSON.
@@ -176,10 +179,11 @@ pub async fn produce_stream(
                 continue;
             }
             let count = records.len();
-            let outcomes = match write_records(&gateway, &call, &topic, records).await {
-                Ok(outcomes) => outcomes,
-                Err(e) => vec![Err(e); count],
-            };
+            let outcomes =
+                match crate::produce::produce(&gateway, &call, &topic, records, None).await {
+                    Ok(produced) => produced.outcomes,
+                    Err(e) => vec![Err(e); count],
+                };
             let mut out = Vec::new();
             for outcome in outcomes {
                 if serde_json::to_writer(&mut out, &RecordResult::from(outcome)).is_ok() {
