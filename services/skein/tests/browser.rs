@@ -12,27 +12,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::http;
-
-const SKEIN: &str = env!("CARGO_BIN_EXE_skein");
+use common::dev::{Dev, Killed};
 const TOPIC: &str = "web";
-
-/// A child process killed when dropped, so a failing assertion leaves nothing running.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
 
 fn chromium() -> String {
     let path = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
@@ -64,70 +48,6 @@ fn node_modules() -> String {
         );
     }
     modules
-}
-
-/// The text after `marker` up to the end of its line.
-fn after<'a>(text: &'a str, marker: &str) -> &'a str {
-    let start = text
-        .find(marker)
-        .unwrap_or_else(|| panic!("{marker:?} not in {text}"))
-        + marker.len();
-    text[start..].lines().next().unwrap_or_default()
-}
-
-fn first_word(text: &str) -> String {
-    text.split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// `skein dev` on ephemeral ports; answers it and what it printed up to "press Ctrl-C".
-fn start_dev(data: &std::path::Path) -> (Killed, String) {
-    let mut child = Killed(
-        Command::new(SKEIN)
-            .args([
-                "dev",
-                "--kafka-listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-                "--gateway-listen",
-                "127.0.0.1:0",
-                "--gateway-grpc-listen",
-                "127.0.0.1:0",
-                "--data-dir",
-            ])
-            .arg(data)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let stdout = BufReader::new(child.0.stdout.take().unwrap());
-    // Lines go through a channel, so waiting for them has a deadline; the thread keeps
-    // draining afterwards so the process never blocks on a full pipe.
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines() {
-            let Ok(line) = line else { break };
-            let _ = lines.send(line);
-        }
-    });
-    let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !seen.contains("press Ctrl-C") {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match received.recv_timeout(left) {
-            Ok(line) => {
-                seen.push_str(&line);
-                seen.push('\n');
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => panic!("skein dev did not start: {seen}"),
-            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("skein dev exited: {seen}"),
-        }
-    }
-    (child, seen)
 }
 
 /// Runs the browser script; answers its exit status, stdout and stderr. Killed after 45 s,
@@ -194,49 +114,10 @@ fn a_page_on_another_origin_produces_with_fetch_and_tails_with_event_source() {
     );
 
     let data = tempfile::tempdir().unwrap();
-    let (dev, seen) = start_dev(data.path());
-    let admin = first_word(after(&seen, "admin API: http://"));
-    let admin_token = after(&seen, "admin token (24 h): ").trim().to_owned();
-    let gateway = first_word(after(&seen, "gateway: REST "));
-    let gateway_addr = gateway.trim_start_matches("http://").to_owned();
-    // `dev token (24 h; writes and reads every topic of tenant "dev"): <JWT>`
-    let dev_token = after(&seen, "dev token (24 h; ")
-        .split_whitespace()
-        .next_back()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(
-        gateway.starts_with("http://") && !dev_token.is_empty(),
-        "{seen}"
-    );
-
-    let (status, body) = http(
-        &admin,
-        "POST",
-        "/v1/tenants/dev/topics",
-        Some(&admin_token),
-        &format!(r#"{{"topic_name":"{TOPIC}","partitions_count":2}}"#),
-    );
-    assert_eq!(status, 201, "{body}");
-    // The gateway learns of the topic from the metadata stream.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, body) = http(
-            &gateway_addr,
-            "GET",
-            &format!("/v1/topics/{TOPIC}"),
-            Some(&dev_token),
-            "",
-        );
-        if status == 200 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the gateway never saw the topic: {status} {body}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let dev = Dev::start(data.path());
+    let gateway = format!("http://{}", dev.rest);
+    let dev_token = dev.dev_token.clone();
+    dev.create_topic(TOPIC, 2);
 
     let (code, stdout, stderr) = run_browser(&gateway, &dev_token);
     drop(dev);

@@ -1,6 +1,7 @@
 //! Helpers shared by the binary's tests.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+pub mod dev;
 pub mod processes;
 
 /// One HTTP/1.1 request; returns the status and the body.
