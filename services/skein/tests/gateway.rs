@@ -612,6 +612,54 @@ fn tokens_acls_quotas_and_tenants_decide_every_call() {
     );
     // The reader is not limited by the writer's quota.
     assert_eq!(read(&reader).status, 200);
+
+    // The same decisions over gRPC.
+    use skein_proto::gateway as pb;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = grpc::client(&cluster.grpc[0]).await;
+        let produce = |topic: &str, token: &str| {
+            grpc::authorized(
+                pb::ProduceRequest {
+                    topic: topic.to_owned(),
+                    records: vec![grpc::record("k", "v")],
+                },
+                token,
+            )
+        };
+        let before = high_watermark(&cluster, &admin, "orders", 0);
+        let denied = client
+            .produce(produce("orders", &reader))
+            .await
+            .unwrap_err();
+        assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+        assert_eq!(high_watermark(&cluster, &admin, "orders", 0), before);
+        for (why, token) in &bad {
+            let refused = client.produce(produce("orders", token)).await.unwrap_err();
+            assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{why}");
+        }
+        // Tenant isolation: acme's admin neither sees nor writes beta's topic.
+        let missing = client.produce(produce("ledger", &admin)).await.unwrap_err();
+        assert_eq!(missing.code(), tonic::Code::NotFound);
+        let listed = client
+            .list_topics(grpc::authorized(pb::ListTopicsRequest {}, &admin))
+            .await
+            .unwrap()
+            .into_inner();
+        let names: Vec<&str> = listed.topics.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["orders"]);
+        // The writer's request-rate quota: RESOURCE_EXHAUSTED with retry-after.
+        let mut exhausted = None;
+        for _ in 0..20 {
+            if let Err(status) = client.produce(produce("orders", &writer)).await {
+                exhausted = Some(status);
+                break;
+            }
+        }
+        let exhausted = exhausted.expect("the quota refuses");
+        assert_eq!(exhausted.code(), tonic::Code::ResourceExhausted);
+        assert!(exhausted.metadata().get("retry-after").is_some());
+    });
 }
 
 mod grpc {
