@@ -152,25 +152,7 @@ impl Producer {
             }
             by_partition.entry(partition).or_default().push(record);
         }
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        let mut pending = Vec::with_capacity(by_partition.len());
-        for (partition, records) in by_partition {
-            let encoded =
-                batch::encode(&records, self.config.compression, now, None).map_err(|source| {
-                    ClientError::RecordBatch {
-                        topic: topic.to_owned(),
-                        partition,
-                        source,
-                    }
-                })?;
-            pending.push(PendingBatch {
-                partition,
-                records: encoded,
-                record_count: records.len(),
-            });
-        }
+        let pending = self.encode(topic, &by_partition, None)?;
         self.send_batches(topic, pending).await
     }
 
@@ -195,30 +177,45 @@ impl Producer {
             };
             by_partition.entry(partition).or_default().push(record);
         }
+        let producer = batch::IdempotentProducer {
+            id: producer_id,
+            epoch: producer_epoch,
+            base_sequence: 0,
+        };
+        let by_partition: BTreeMap<i32, Vec<&ProduceRecord>> = by_partition
+            .iter()
+            .map(|(p, records)| (*p, records.iter().collect()))
+            .collect();
+        let pending = self.encode(topic, &by_partition, Some(producer))?;
+        self.send_batches(topic, pending).await
+    }
+
+    /// One batch per partition, in the order given.
+    fn encode(
+        &self,
+        topic: &str,
+        by_partition: &BTreeMap<i32, Vec<&ProduceRecord>>,
+        producer: Option<batch::IdempotentProducer>,
+    ) -> Result<Vec<PendingBatch>> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        let mut pending = Vec::with_capacity(by_partition.len());
-        for (partition, records) in by_partition {
-            let refs: Vec<&ProduceRecord> = records.iter().collect();
-            let producer = batch::IdempotentProducer {
-                id: producer_id,
-                epoch: producer_epoch,
-                base_sequence: 0,
-            };
-            let encoded = batch::encode(&refs, self.config.compression, now, Some(producer))
-                .map_err(|source| ClientError::RecordBatch {
-                    topic: topic.to_owned(),
-                    partition,
-                    source,
-                })?;
-            pending.push(PendingBatch {
-                partition,
-                records: encoded,
-                record_count: records.len(),
-            });
-        }
-        self.send_batches(topic, pending).await
+        by_partition
+            .iter()
+            .map(|(partition, records)| {
+                let encoded = batch::encode(records, self.config.compression, now, producer)
+                    .map_err(|source| ClientError::RecordBatch {
+                        topic: topic.to_owned(),
+                        partition: *partition,
+                        source,
+                    })?;
+                Ok(PendingBatch {
+                    partition: *partition,
+                    records: encoded,
+                    record_count: records.len(),
+                })
+            })
+            .collect()
     }
 
     async fn send_batches(

@@ -98,6 +98,25 @@ impl Call {
             .ok_or_else(|| GatewayError::NotFound(format!("there is no topic {name}")))
     }
 
+    /// The caller's tenant's topics it may DESCRIBE, by name (as Kafka's metadata lists
+    /// them).
+    pub fn describable_topics(&self) -> Vec<(String, TopicSummary)> {
+        self.view
+            .tenant(&self.caller.tenant)
+            .map(|tenant| {
+                tenant
+                    .topics
+                    .iter()
+                    .filter(|(name, _)| {
+                        self.check(Operation::Describe, ResourceType::Topic, name)
+                            .is_ok()
+                    })
+                    .map(|(name, t)| (name.clone(), t.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The Kafka client of the caller's tenant.
     pub async fn client(&self, gateway: &Gateway) -> Result<TenantClient, GatewayError> {
         gateway

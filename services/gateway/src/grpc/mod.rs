@@ -9,7 +9,6 @@ mod produce;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use skein_auth::{Operation, ResourceType};
 use skein_proto::gateway as pb;
 use skein_proto::gateway::gateway_server::{Gateway as GatewayRpc, GatewayServer};
 use tonic::{Request, Response, Status, Streaming};
@@ -114,23 +113,13 @@ impl GatewayRpc for GatewayService {
     ) -> Result<Response<pb::ListTopicsResponse>, Status> {
         let call = self.call(&request).await?;
         let topics = call
-            .view
-            .tenant(&call.caller.tenant)
-            .map(|tenant| {
-                tenant
-                    .topics
-                    .iter()
-                    .filter(|(name, _)| {
-                        call.check(Operation::Describe, ResourceType::Topic, name)
-                            .is_ok()
-                    })
-                    .map(|(name, t)| pb::TopicInfo {
-                        name: name.clone(),
-                        partitions: t.partitions,
-                    })
-                    .collect()
+            .describable_topics()
+            .into_iter()
+            .map(|(name, t)| pb::TopicInfo {
+                name,
+                partitions: t.partitions,
             })
-            .unwrap_or_default();
+            .collect();
         Ok(Response::new(pb::ListTopicsResponse { topics }))
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde::Serialize;
-use skein_auth::{Operation, ResourceType};
+use skein_auth::Operation;
 use skein_http::Problem;
 use utoipa::ToSchema;
 
@@ -43,25 +43,15 @@ pub struct TopicList {
 )]
 pub async fn list(State(_gateway): State<Arc<Gateway>>, call: Call) -> Json<TopicList> {
     let topics = call
-        .view
-        .tenant(&call.caller.tenant)
-        .map(|tenant| {
-            tenant
-                .topics
-                .iter()
-                .filter(|(name, _)| {
-                    call.check(Operation::Describe, ResourceType::Topic, name)
-                        .is_ok()
-                })
-                .map(|(name, t)| TopicOut {
-                    name: name.clone(),
-                    topic_id: t.id.clone(),
-                    partitions: t.partitions,
-                    configs: t.configs.clone(),
-                })
-                .collect()
+        .describable_topics()
+        .into_iter()
+        .map(|(name, t)| TopicOut {
+            name,
+            topic_id: t.id,
+            partitions: t.partitions,
+            configs: t.configs,
         })
-        .unwrap_or_default();
+        .collect();
     Json(TopicList { topics })
 }
 
