@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use skein_client::{Client, ClientConfig, Producer, ProducerConfig};
-use tokio::sync::Mutex;
 
 use crate::cluster::View;
 use crate::error::GatewayError;
@@ -35,12 +35,13 @@ impl Brokers {
                 "no broker serves tenant {tenant} now"
             )));
         }
-        let mut clients = self.clients.lock().await;
-        if let Some((known, client)) = clients.get(tenant) {
+        if let Some((known, client)) = self.clients.lock().get(tenant) {
             if *known == brokers {
                 return Ok(client.clone());
             }
         }
+        // Connect without holding the lock, so one tenant's unreachable brokers hold up no
+        // other tenant; two callers racing here both connect and the later one is kept.
         let mut config = ClientConfig::new(brokers.clone());
         config.client_id = "skein-gateway".to_owned();
         let client = Client::connect(config).await?;
@@ -48,7 +49,9 @@ impl Brokers {
             producer: Arc::new(Producer::new(client.clone(), ProducerConfig::default())),
             client,
         };
-        clients.insert(tenant.to_owned(), (brokers, tenant_client.clone()));
+        self.clients
+            .lock()
+            .insert(tenant.to_owned(), (brokers, tenant_client.clone()));
         Ok(tenant_client)
     }
 }

@@ -546,6 +546,10 @@ impl Session {
         let view = self.gateway.view.now();
         let records = match &mut self.source {
             Source::Partitions { tenant, positions } => {
+                if positions.is_empty() {
+                    tokio::time::sleep(FETCH_WAIT).await;
+                    return Ok(());
+                }
                 let reads = positions.iter().map(|(partition, offset)| {
                     read(
                         tenant,
@@ -560,16 +564,11 @@ impl Session {
                 let batches = futures::future::join_all(reads).await;
                 let mut records = Vec::new();
                 let partitions: Vec<i32> = positions.keys().copied().collect();
-                let mut watermarks = Vec::new();
+                let mut failed = false;
                 for (partition, batch) in partitions.into_iter().zip(batches) {
                     match batch {
                         Ok(batch) => {
                             positions.insert(partition, batch.next_offset);
-                            watermarks.push(pb::PartitionWatermark {
-                                partition,
-                                high_watermark: batch.high_watermark,
-                                position: 0,
-                            });
                             records.extend(batch.records);
                         }
                         Err(GatewayError::OffsetOutOfRange(message)) => {
@@ -580,8 +579,13 @@ impl Session {
                         }
                         Err(e) => {
                             tracing::debug!(error = %e, "fetch failed; retrying");
+                            failed = true;
                         }
                     }
+                }
+                if failed {
+                    // Do not spin against brokers that fail at once.
+                    tokio::time::sleep(FETCH_WAIT).await;
                 }
                 records
             }
@@ -626,6 +630,7 @@ impl Session {
                         match e {
                             GatewayError::Unavailable(_) | GatewayError::Conflict(_) => {
                                 tracing::debug!(error = %e, "group poll failed; retrying");
+                                tokio::time::sleep(FETCH_WAIT).await;
                                 Vec::new()
                             }
                             other => return Err(End::Failed(other.into())),
