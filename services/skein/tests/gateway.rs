@@ -1465,3 +1465,88 @@ fn a_retried_request_with_an_idempotency_key_writes_nothing_twice() {
     );
     assert_eq!(total(&cluster), 26);
 }
+
+/// Reads `count` `record` events from the SSE tail of `topic`; answers (id, data) pairs.
+fn sse_events(
+    gateway: &str,
+    token: &str,
+    topic: &str,
+    last_event_id: Option<&str>,
+    count: usize,
+) -> Vec<(String, Value)> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stream = std::net::TcpStream::connect(gateway).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let resume = last_event_id.map_or(String::new(), |id| format!("Last-Event-ID: {id}\r\n"));
+    write!(
+        stream,
+        "GET /v1/topics/{topic}/events?offset=earliest HTTP/1.1\r\nHost: {gateway}\r\n\
+         Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n{resume}\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut events = Vec::new();
+    let mut id = String::new();
+    while events.len() < count {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended");
+        let line = line.trim_end();
+        if let Some(rest) = line.strip_prefix("id:") {
+            id = rest.trim().to_owned();
+        } else if let Some(rest) = line.strip_prefix("data:") {
+            events.push((id.clone(), serde_json::from_str(rest.trim()).unwrap()));
+        }
+    }
+    events
+}
+
+#[test]
+fn the_sse_tail_resumes_from_last_event_id_losing_and_repeating_nothing() {
+    let cluster = Cluster::start(&["acme"], 1);
+    cluster.topic("acme", "feed", 2);
+    cluster.allow("acme", "svc", "TOPIC", "feed", "READ");
+    cluster.allow("acme", "svc", "TOPIC", "feed", "WRITE");
+    let svc = token("acme", "svc", json!({}));
+    cluster.wait_for_topic(&svc, "feed");
+    let records: Vec<Value> = (0..10)
+        .map(|i| json!({"value": i, "partition": i % 2}))
+        .collect();
+    let body = json!({ "records": records }).to_string();
+    assert_eq!(
+        cluster
+            .call(0, "POST", "/v1/topics/feed/records", &svc, &body)
+            .status,
+        200
+    );
+    let first = sse_events(&cluster.gateways[0], &svc, "feed", None, 4);
+    let (resume_id, _) = first.last().unwrap().clone();
+    let rest = sse_events(&cluster.gateways[0], &svc, "feed", Some(&resume_id), 6);
+    let mut values: Vec<i64> = first
+        .iter()
+        .chain(&rest)
+        .map(|(_, data)| data["value"].as_i64().unwrap())
+        .collect();
+    values.sort_unstable();
+    assert_eq!(values, (0..10).collect::<Vec<_>>(), "each record once");
+    // Each event id is the positions after its record.
+    for (id, data) in first.iter().chain(&rest) {
+        let own = format!(
+            "{}:{}",
+            data["partition"],
+            data["offset"].as_i64().unwrap() + 1
+        );
+        assert!(id.split(',').any(|p| p == own), "{id} lacks {own}");
+    }
+    // Without READ, no tail.
+    let other = token("acme", "other", json!({}));
+    let refused = request(
+        &cluster.gateways[0],
+        "GET",
+        "/v1/topics/feed/events",
+        &[("Authorization", &format!("Bearer {other}"))],
+        "",
+    );
+    assert_eq!(refused.status, 403);
+}
