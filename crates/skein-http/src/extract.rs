@@ -72,3 +72,26 @@ fn query_problem(rejection: &QueryRejection) -> Problem {
         rejection.body_text()
     ))
 }
+
+/// Path parameters, refused as a problem when they do not parse (a partition number out
+/// of range, say).
+#[derive(Debug)]
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Self(value)),
+            Err(rejection) => Err(Problem::bad_request(format!(
+                "the path is not valid here: {}",
+                rejection.body_text()
+            ))),
+        }
+    }
+}

@@ -4,5 +4,5 @@
 mod extract;
 mod problem;
 
-pub use extract::{ApiJson, ApiQuery};
+pub use extract::{ApiJson, ApiPath, ApiQuery};
 pub use problem::Problem;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use skein_client::{ConsumerRecord, FetchOptions, OffsetSpec};
+use skein_client::{Client, ConsumerRecord, FetchOptions, OffsetSpec};
 
 use crate::brokers::TenantClient;
 use crate::error::GatewayError;
@@ -68,9 +68,21 @@ pub async fn resolve(
     Ok(listed.map_or(0, |l| l.offset))
 }
 
-/// Reads one partition from `offset`.
+/// The client a read waiting up to `max_wait` should use: the tenant's shared one for reads
+/// that answer at once, a client with connections of its own for long polls, since a
+/// broker answers a connection's requests in order and a waiting fetch would hold up every
+/// other call of the tenant.
+pub fn reader(tenant: &TenantClient, max_wait: Duration) -> Client {
+    if max_wait.is_zero() {
+        tenant.client.clone()
+    } else {
+        tenant.client.detached()
+    }
+}
+
+/// Reads one partition from `offset` with `client` (see [`reader`]).
 pub async fn read(
-    tenant: &TenantClient,
+    client: &Client,
     topic: &str,
     partition: i32,
     offset: i64,
@@ -82,10 +94,7 @@ pub async fn read(
         .with_max_wait(max_wait.min(MAX_WAIT))
         .with_max_bytes(max_bytes)
         .with_partition_max_bytes(max_bytes);
-    let fetched = tenant
-        .client
-        .fetch(topic, partition, offset, &options)
-        .await?;
+    let fetched = client.fetch(topic, partition, offset, &options).await?;
     let mut records = fetched.records;
     let mut next_offset = fetched.next_offset;
     if records.len() > max_records {

@@ -43,6 +43,7 @@ pub struct CreateAcl {
 /// Selects bindings; an absent parameter (or `ANY`) selects every value.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct AclQuery {
     pub principal: Option<String>,
     pub host: Option<String>,

@@ -44,6 +44,7 @@ pub struct TenantList {
 /// Which page of a list.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct Page {
     /// Items per page, 1 to 1000 (default 100).
     pub page_size: Option<u32>,

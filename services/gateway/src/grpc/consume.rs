@@ -95,6 +95,8 @@ pub(super) fn parse_resume_token(
 enum Source {
     Partitions {
         tenant: TenantClient,
+        /// Connections of this stream's own, for its long polls.
+        reader: skein_client::Client,
         /// The next offset to fetch, per partition.
         positions: BTreeMap<i32, i64>,
     },
@@ -269,7 +271,11 @@ pub(super) async fn start(
             {
                 return Err(Status::not_found(format!("{topic} has no partition {p}")));
             }
-            Source::Partitions { tenant, positions }
+            Source::Partitions {
+                reader: tenant.client.detached(),
+                tenant,
+                positions,
+            }
         }
         None => {
             return Err(Status::invalid_argument(
@@ -545,14 +551,16 @@ impl Session {
         }
         let view = self.gateway.view.now();
         let records = match &mut self.source {
-            Source::Partitions { tenant, positions } => {
+            Source::Partitions {
+                reader, positions, ..
+            } => {
                 if positions.is_empty() {
                     tokio::time::sleep(FETCH_WAIT).await;
                     return Ok(());
                 }
                 let reads = positions.iter().map(|(partition, offset)| {
                     read(
-                        tenant,
+                        reader,
                         &self.topic,
                         *partition,
                         *offset,

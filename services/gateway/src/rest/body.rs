@@ -108,6 +108,7 @@ pub struct ProduceBody {
     pub value_format: Option<Format>,
     /// Default `string`.
     pub header_format: Option<Format>,
+    #[schema(min_items = 1, max_items = 10000)]
     pub records: Vec<RecordIn>,
 }
 

@@ -11,7 +11,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use axum::extract::Path;
 use axum::extract::{ConnectInfo, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -19,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use serde::Deserialize;
 use skein_auth::Operation;
-use skein_http::{ApiQuery, Problem};
+use skein_http::{ApiPath, ApiQuery, Problem};
 use tokio_stream::wrappers::ReceiverStream;
 use utoipa::IntoParams;
 
@@ -37,6 +36,7 @@ use crate::Gateway;
 pub struct EventsQuery {
     /// Where partitions without a position start: `latest` (default), `earliest` or an
     /// offset.
+    #[param(pattern = "^([0-9]+|earliest|latest)$")]
     pub offset: Option<String>,
     /// Positions to resume from, as in an event id (`0:15,1:7`); the `Last-Event-ID` header
     /// takes precedence.
@@ -49,6 +49,20 @@ pub struct EventsQuery {
     pub value_format: Option<super::format::Format>,
     /// Default `string`.
     pub header_format: Option<super::format::Format>,
+}
+
+/// One Server-Sent Event of the tail, as the stream carries it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct RecordEvent {
+    /// Always `record` (an `expired` event with a text message ends the stream when the
+    /// token expires).
+    pub event: String,
+    /// The position after this record in every partition (`0:15,1:7`): send it back as
+    /// `Last-Event-ID` to resume after it.
+    pub id: String,
+    /// The record, as JSON (`RecordOut`).
+    #[schema(content_media_type = "application/json")]
+    pub data: String,
 }
 
 /// Positions as an event id: `partition:next_offset`, comma-separated, by partition.
@@ -89,17 +103,17 @@ pub fn parse_event_id(id: &str) -> Result<BTreeMap<i32, i64>, GatewayError> {
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "`record` events, each with the partitions' positions as its id",
-            content_type = "text/event-stream", body = RecordOut),
-        (status = 400, description = "A parameter or the event id is not valid", body = Problem),
-        (status = 401, description = "No valid credential", body = Problem),
-        (status = 403, description = "No READ on the topic", body = Problem),
-        (status = 404, description = "No such topic", body = Problem),
+        (status = 200, description = "`record` events, each with the partitions' positions as its id \
+            and a `RecordOut` as its data", content_type = "text/event-stream", body = RecordEvent),
+        (status = 400, description = "A parameter or the event id is not valid", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No READ on the topic", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such topic", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn events(
     State(gateway): State<Arc<Gateway>>,
-    Path(topic): Path<String>,
+    ApiPath(topic): ApiPath<String>,
     ApiQuery(query): ApiQuery<EventsQuery>,
     parts: Parts,
 ) -> Result<impl IntoResponse, Problem> {
@@ -141,6 +155,7 @@ pub async fn events(
     };
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let expires_at = call.caller.expires_at;
+    let client = tenant.client.detached();
     tokio::spawn(async move {
         loop {
             if expires_at.is_some_and(|at| at <= SystemTime::now()) {
@@ -157,7 +172,7 @@ pub async fn events(
             }
             let reads = positions.iter().map(|(partition, offset)| {
                 read(
-                    &tenant,
+                    &client,
                     &topic,
                     *partition,
                     *offset,
@@ -166,7 +181,11 @@ pub async fn events(
                     Duration::from_secs(1),
                 )
             });
-            let batches = futures::future::join_all(reads).await;
+            // A client that went away ends the tail at once, records or not.
+            let batches = tokio::select! {
+                batches = futures::future::join_all(reads) => batches,
+                () = sender.closed() => return,
+            };
             let partitions: Vec<i32> = positions.keys().copied().collect();
             for (partition, batch) in partitions.into_iter().zip(batches) {
                 let batch = match batch {

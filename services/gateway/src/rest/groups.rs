@@ -18,14 +18,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use skein_auth::{Operation, ResourceType};
 use skein_client::{Assignment, ClientError, GroupSession, ResponseError};
-use skein_http::{ApiJson, ApiQuery, Problem};
+use skein_http::{ApiJson, ApiPath, ApiQuery, Problem};
 use utoipa::{IntoParams, ToSchema};
 
 use super::body::{Formats, RecordOut};
@@ -34,7 +34,7 @@ use crate::brokers::TenantClient;
 use crate::call::Call;
 use crate::error::GatewayError;
 use crate::quota::Metered;
-use crate::read::{read, resolve, Start};
+use crate::read::{read, reader, resolve, Start};
 use crate::Gateway;
 
 /// The most records one read returns.
@@ -85,11 +85,14 @@ impl Cursor {
 #[serde(deny_unknown_fields)]
 pub struct JoinBody {
     /// The topics to consume (each needs READ, as does the group).
+    #[schema(min_items = 1)]
     pub topics: Vec<String>,
     /// How long the member may go without reading before the group drops it (default
     /// 30000, between 6000 and 300000).
+    #[schema(minimum = 6000, maximum = 300000)]
     pub session_timeout_ms: Option<u64>,
     /// Where partitions without a committed offset start: `earliest` (default) or `latest`.
+    #[schema(pattern = "^(earliest|latest)$")]
     pub start: Option<String>,
 }
 
@@ -128,6 +131,7 @@ pub struct GroupReadQuery {
     /// The cursor from the previous call.
     pub cursor: String,
     /// At most this many records (default 500, at most 10000).
+    #[param(minimum = 1, maximum = 10000)]
     pub max_records: Option<usize>,
     /// How long to wait for records when there are none yet (default 0, at most 30000).
     pub max_wait_ms: Option<u64>,
@@ -250,16 +254,17 @@ async fn join(
     request_body = JoinBody,
     responses(
         (status = 200, description = "Joined; the assignment and the first cursor", body = Membership),
-        (status = 400, description = "The body is not valid", body = Problem),
-        (status = 401, description = "No valid credential", body = Problem),
-        (status = 403, description = "No READ on the group or a topic", body = Problem),
-        (status = 404, description = "No such topic", body = Problem),
+        (status = 400, description = "The body is not valid", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No READ on the group or a topic", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such topic", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not application/json", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn join_group(
     State(gateway): State<Arc<Gateway>>,
     call: Call,
-    Path(group): Path<String>,
+    ApiPath(group): ApiPath<String>,
     ApiJson(body): ApiJson<JoinBody>,
 ) -> Result<Json<Membership>, Problem> {
     if body.topics.is_empty() || group.is_empty() {
@@ -307,16 +312,16 @@ pub async fn join_group(
     params(("group" = String, Path, description = "A consumer group of the caller's tenant"), GroupReadQuery),
     responses(
         (status = 200, description = "Records from the cursor's positions, and the cursor after them", body = GroupRecords),
-        (status = 400, description = "The cursor or a parameter is not valid", body = Problem),
-        (status = 401, description = "No valid credential", body = Problem),
-        (status = 403, description = "No READ on the group or a topic", body = Problem),
-        (status = 429, description = "A quota is used up; see Retry-After", body = Problem),
+        (status = 400, description = "The cursor or a parameter is not valid", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No READ on the group or a topic", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "A quota is used up; see Retry-After", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn read_group(
     State(gateway): State<Arc<Gateway>>,
     call: Call,
-    Path(group): Path<String>,
+    ApiPath(group): ApiPath<String>,
     ApiQuery(query): ApiQuery<GroupReadQuery>,
 ) -> Result<Json<GroupRecords>, Problem> {
     let mut cursor = Cursor::decode(&query.cursor, &group)?;
@@ -343,9 +348,10 @@ pub async fn read_group(
         .iter()
         .flat_map(|(t, ps)| ps.iter().map(move |(p, o)| (t.clone(), *p, *o)))
         .collect();
+    let client = reader(&tenant, max_wait);
     let reads = targets.iter().map(|(topic, partition, offset)| {
         read(
-            &tenant,
+            &client,
             topic,
             *partition,
             *offset,
@@ -424,16 +430,17 @@ fn must_rejoin(e: &ClientError) -> bool {
     request_body = CommitBody,
     responses(
         (status = 200, description = "Committed", body = Committed),
-        (status = 400, description = "The cursor is not valid", body = Problem),
-        (status = 401, description = "No valid credential", body = Problem),
-        (status = 403, description = "No READ on the group", body = Problem),
-        (status = 409, description = "The group moved to another generation; read again to rejoin", body = Problem),
+        (status = 400, description = "The cursor is not valid", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No READ on the group", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The group moved to another generation; read again to rejoin", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not application/json", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn commit(
     State(gateway): State<Arc<Gateway>>,
     call: Call,
-    Path(group): Path<String>,
+    ApiPath(group): ApiPath<String>,
     ApiJson(body): ApiJson<CommitBody>,
 ) -> Result<Json<Committed>, Problem> {
     let cursor = Cursor::decode(&body.cursor, &group)?;
@@ -463,14 +470,14 @@ pub async fn commit(
     ),
     responses(
         (status = 204, description = "Left; its partitions move to the others"),
-        (status = 401, description = "No valid credential", body = Problem),
-        (status = 403, description = "No READ on the group", body = Problem),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No READ on the group", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn leave(
     State(gateway): State<Arc<Gateway>>,
     call: Call,
-    Path((group, member)): Path<(String, String)>,
+    ApiPath((group, member)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, Problem> {
     call.check(Operation::Read, ResourceType::Group, &group)?;
     let tenant = call.client(&gateway).await?;

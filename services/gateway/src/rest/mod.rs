@@ -49,7 +49,7 @@ use crate::Gateway;
         healthz,
         readyz,
     ),
-    components(schemas(Problem)),
+    components(schemas(Problem, body::RecordOut)),
     modifiers(&Credentials),
     security(("bearer" = []), ("api_key" = []))
 )]
@@ -99,7 +99,7 @@ pub async fn healthz() -> &'static str {
 #[utoipa::path(get, path = "/readyz", tag = "health", security(),
     responses(
         (status = 200, description = "Ready", body = String),
-        (status = 503, description = "No metadata from the control plane yet", body = Problem),
+        (status = 503, description = "No metadata from the control plane yet", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(State(gateway): State<Arc<Gateway>>) -> Result<&'static str, Problem> {
     if gateway.view.now().received {

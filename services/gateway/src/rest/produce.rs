@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::StreamExt;
 use skein_auth::Operation;
 use skein_client::ProduceRecord;
-use skein_http::{ApiJson, ApiQuery, Problem};
+use skein_http::{ApiJson, ApiPath, ApiQuery, Problem};
 
 use super::body::{Formats, ProduceBody, ProduceResults, RecordIn, RecordResult};
 use crate::call::Call;
@@ -35,19 +35,20 @@ pub const MAX_RECORDS: usize = 10_000;
     responses(
         (status = 200, description = "Every record was written", body = ProduceResults),
         (status = 207, description = "Some records were not written; each says why", body = ProduceResults),
-        (status = 400, description = "The body is not a batch of records", body = Problem),
-        (status = 401, description = "No valid credential", body = Problem),
-        (status = 403, description = "No WRITE on the topic; nothing was written", body = Problem),
-        (status = 404, description = "No such topic", body = Problem),
-        (status = 413, description = "The body is too large", body = Problem),
-        (status = 422, description = "The Idempotency-Key was used for a different request", body = Problem),
-        (status = 429, description = "A quota is used up; see Retry-After", body = Problem),
+        (status = 400, description = "The body is not a batch of records", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No WRITE on the topic; nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such topic", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The Idempotency-Key was used for a different request", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "A quota is used up; see Retry-After", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn produce(
     State(gateway): State<Arc<Gateway>>,
     call: Call,
-    Path(topic): Path<String>,
+    ApiPath(topic): ApiPath<String>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<ProduceBody>,
 ) -> Result<Response, Problem> {
@@ -102,16 +103,17 @@ pub async fn produce(
     responses(
         (status = 200, description = "One outcome per line, in order, as each is written",
             body = RecordResult, content_type = "application/x-ndjson"),
-        (status = 401, description = "No valid credential", body = Problem),
-        (status = 403, description = "No WRITE on the topic; nothing was written", body = Problem),
-        (status = 404, description = "No such topic", body = Problem),
-        (status = 415, description = "The body is not NDJSON", body = Problem),
+        (status = 400, description = "A query parameter is not valid", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No WRITE on the topic; nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such topic", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not NDJSON", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn produce_stream(
     State(gateway): State<Arc<Gateway>>,
     call: Call,
-    Path(topic): Path<String>,
+    ApiPath(topic): ApiPath<String>,
     ApiQuery(formats): ApiQuery<Formats>,
     headers: HeaderMap,
     body: Body,

@@ -5,18 +5,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use skein_auth::Operation;
-use skein_http::{ApiQuery, Problem};
+use skein_http::{ApiPath, ApiQuery, Problem};
 use utoipa::{IntoParams, ToSchema};
 
 use super::body::{Formats, RecordOut};
 use crate::call::Call;
 use crate::error::GatewayError;
 use crate::quota::Metered;
-use crate::read::{read, resolve, Start};
+use crate::read::{read, reader, resolve, Start};
 use crate::Gateway;
 
 /// The most records one read returns.
@@ -28,10 +28,13 @@ pub const MAX_RECORDS: usize = 10_000;
 #[into_params(parameter_in = Query)]
 pub struct ReadQuery {
     /// An offset, `earliest` (the default) or `latest`.
+    #[param(pattern = "^([0-9]+|earliest|latest)$")]
     pub offset: Option<String>,
     /// At most this many records (default 500, at most 10000).
+    #[param(minimum = 1, maximum = 10000)]
     pub max_records: Option<usize>,
     /// About this many bytes at most (default 1 MiB); the first batch comes whole.
+    #[param(minimum = 1)]
     pub max_bytes: Option<i32>,
     /// How long to wait for records when there are none yet (default 0, at most 30000).
     pub max_wait_ms: Option<u64>,
@@ -65,18 +68,18 @@ pub struct ReadResults {
     ),
     responses(
         (status = 200, description = "Records from the offset on (none when nothing arrived in time)", body = ReadResults),
-        (status = 400, description = "A parameter is not valid", body = Problem),
-        (status = 401, description = "No valid credential", body = Problem),
-        (status = 403, description = "No READ on the topic", body = Problem),
-        (status = 404, description = "No such topic or partition", body = Problem),
-        (status = 416, description = "The offset is outside the partition's log", body = Problem),
-        (status = 429, description = "A quota is used up; see Retry-After", body = Problem),
+        (status = 400, description = "A parameter is not valid", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No READ on the topic", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such topic or partition", body = Problem, content_type = "application/problem+json"),
+        (status = 416, description = "The offset is outside the partition's log", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "A quota is used up; see Retry-After", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn read_partition(
     State(gateway): State<Arc<Gateway>>,
     call: Call,
-    Path((topic, partition)): Path<(String, i32)>,
+    ApiPath((topic, partition)): ApiPath<(String, i32)>,
     ApiQuery(query): ApiQuery<ReadQuery>,
 ) -> Result<Json<ReadResults>, Problem> {
     let summary = call.topic(&topic, Operation::Read)?;
@@ -105,7 +108,7 @@ pub async fn read_partition(
     let tenant = call.client(&gateway).await?;
     let offset = resolve(&tenant, &topic, partition, start).await?;
     let batch = read(
-        &tenant,
+        &reader(&tenant, max_wait),
         &topic,
         partition,
         offset,

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 use skein_auth::Operation;
-use skein_http::Problem;
+use skein_http::{ApiPath, Problem};
 use utoipa::ToSchema;
 
 use crate::call::Call;
@@ -38,7 +38,7 @@ pub struct TopicList {
     tag = "topics",
     responses(
         (status = 200, description = "The topics", body = TopicList),
-        (status = 401, description = "No valid credential", body = Problem),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn list(State(_gateway): State<Arc<Gateway>>, call: Call) -> Json<TopicList> {
@@ -63,15 +63,15 @@ pub async fn list(State(_gateway): State<Arc<Gateway>>, call: Call) -> Json<Topi
     params(("topic" = String, Path, description = "A topic of the caller's tenant")),
     responses(
         (status = 200, description = "The topic", body = TopicOut),
-        (status = 401, description = "No valid credential", body = Problem),
-        (status = 403, description = "No DESCRIBE on the topic", body = Problem),
-        (status = 404, description = "No such topic", body = Problem),
+        (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No DESCRIBE on the topic", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such topic", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn describe(
     State(_gateway): State<Arc<Gateway>>,
     call: Call,
-    Path(topic): Path<String>,
+    ApiPath(topic): ApiPath<String>,
 ) -> Result<Json<TopicOut>, Problem> {
     let summary = call.topic(&topic, Operation::Describe)?;
     Ok(Json(TopicOut {

@@ -54,6 +54,15 @@ pub struct Dev {
 impl Dev {
     /// `skein dev` with its data in `data`, every listener on an ephemeral port.
     pub fn start(data: &std::path::Path) -> Self {
+        Self::start_logging(data, None)
+    }
+
+    /// Like [`Dev::start`], with the process's log (stderr) written to `log`.
+    pub fn start_logging(data: &std::path::Path, log: Option<&std::path::Path>) -> Self {
+        let stderr = match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            None => Stdio::null(),
+        };
         let mut child = Killed(
             Command::new(env!("CARGO_BIN_EXE_skein"))
                 .args([
@@ -70,7 +79,7 @@ impl Dev {
                 ])
                 .arg(data)
                 .stdout(Stdio::piped())
-                .stderr(Stdio::null())
+                .stderr(stderr)
                 .spawn()
                 .unwrap(),
         );
