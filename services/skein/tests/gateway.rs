@@ -784,8 +784,10 @@ fn grpc_produce_and_consume_cross_with_native_clients_and_keep_to_credit() {
     let cluster = Cluster::start(&["acme"], 1);
     cluster.topic("acme", "orders", 1);
     cluster.topic("acme", "events", 6);
-    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
+    // The group binding first: a gateway that sees the topic binding (waited for below)
+    // has seen every binding made before it.
     cluster.allow("acme", "svc", "GROUP", "*", "ALL");
+    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
     cluster.allow("acme", "writer", "TOPIC", "*", "WRITE");
     let svc = token("acme", "svc", json!({}));
     let writer = token("acme", "writer", json!({}));
@@ -1020,8 +1022,10 @@ fn grpc_streams_end_at_token_expiry_and_resume_from_tokens_and_committed_offsets
 
     let mut cluster = Cluster::start(&["acme"], 1);
     cluster.topic("acme", "events", 2);
-    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
+    // The group binding first: a gateway that sees the topic binding (waited for below)
+    // has seen every binding made before it.
     cluster.allow("acme", "svc", "GROUP", "*", "ALL");
+    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
     let svc = token("acme", "svc", json!({}));
     cluster.wait_for_topic(&svc, "events");
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -1268,8 +1272,10 @@ async fn wait_for_grpc_topic(
 fn a_rest_group_member_moves_between_gateways_and_reads_each_record_once() {
     let cluster = Cluster::start(&["acme"], 2);
     cluster.topic("acme", "orders", 3);
-    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
+    // The group binding first: a gateway that sees the topic binding (waited for below)
+    // has seen every binding made before it.
     cluster.allow("acme", "svc", "GROUP", "*", "ALL");
+    cluster.allow("acme", "svc", "TOPIC", "*", "ALL");
     let svc = token("acme", "svc", json!({}));
     cluster.wait_for_topic(&svc, "orders");
     let produce = |from: usize, to: usize| {
@@ -1506,8 +1512,8 @@ fn sse_events(
 fn the_sse_tail_resumes_from_last_event_id_losing_and_repeating_nothing() {
     let cluster = Cluster::start(&["acme"], 1);
     cluster.topic("acme", "feed", 2);
-    cluster.allow("acme", "svc", "TOPIC", "feed", "READ");
-    cluster.allow("acme", "svc", "TOPIC", "feed", "WRITE");
+    // One binding, so the topic being visible means the permission has arrived too.
+    cluster.allow("acme", "svc", "TOPIC", "feed", "ALL");
     let svc = token("acme", "svc", json!({}));
     cluster.wait_for_topic(&svc, "feed");
     let records: Vec<Value> = (0..10)
