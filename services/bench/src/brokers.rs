@@ -1,20 +1,27 @@
-//! The brokers under test: Skein as a child process (the `skein` binary) or served from this
-//! process, and Tansu as a child process.
+//! The brokers under test: Skein as a child process (the `skein` binary, with its gateway)
+//! or served from this process, and Tansu as a child process.
 
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use skein_broker::{Broker, BrokerConfig};
 use tokio::sync::oneshot;
 
+use crate::workload::GatewayAccess;
+
 /// A broker the workloads can be pointed at.
 pub trait BrokerUnderTest: std::fmt::Debug {
     fn name(&self) -> &'static str;
     fn bootstrap(&self) -> String;
+    /// Skein's REST and gRPC gateway in front of it, when it runs one.
+    fn gateway(&self) -> Option<&GatewayAccess> {
+        None
+    }
 }
 
 /// Skein on an ephemeral port, on its own runtime, writing to a data directory on disk.
@@ -88,10 +95,13 @@ pub struct ChildBroker {
     name: &'static str,
     port: u16,
     child: Child,
+    gateway: Option<GatewayAccess>,
 }
 
 impl ChildBroker {
-    /// `skein dev` with its data in `dir` and no initial rebalance delay.
+    /// `skein dev` with its data in `dir` and no initial rebalance delay; its admin API and
+    /// both gateway listeners on ephemeral ports, the gateway's addresses and development
+    /// token read from what it prints.
     pub fn skein(binary: &Path, dir: &Path) -> anyhow::Result<Self> {
         let port = free_port()?;
         let mut command = Command::new(binary);
@@ -105,9 +115,21 @@ impl ChildBroker {
                 "127.0.0.1:0",
                 "--gateway-listen",
                 "127.0.0.1:0",
+                "--gateway-grpc-listen",
+                "127.0.0.1:0",
             ])
             .env("SKEIN_BROKER_GROUP_INITIAL_REBALANCE_DELAY_MS", "0");
-        Self::spawn("skein", binary, port, command)
+        let mut this = Self::spawn("skein", binary, port, command.stdout(Stdio::piped()))?;
+        let stdout = this
+            .child
+            .stdout
+            .take()
+            .context("skein dev's standard output")?;
+        this.gateway = read_gateway(stdout, Duration::from_secs(15))?;
+        if this.gateway.is_none() {
+            eprintln!("skein: {} runs no gateway", binary.display());
+        }
+        Ok(this)
     }
 
     /// `tansu broker` keeping everything in memory.
@@ -124,25 +146,30 @@ impl ChildBroker {
                 &url,
             ])
             .args(["--storage-engine", "memory://tansu/"]);
-        let this = Self::spawn("tansu", binary, port, command)?;
+        let this = Self::spawn("tansu", binary, port, command.stdout(Stdio::null()))?;
         // The port opens before Tansu is ready for its first metadata request.
         std::thread::sleep(Duration::from_millis(200));
         Ok(this)
     }
 
+    /// Starts `command` (its standard output already chosen) and waits for its port.
     fn spawn(
         name: &'static str,
         binary: &Path,
         port: u16,
-        mut command: Command,
+        command: &mut Command,
     ) -> anyhow::Result<Self> {
         let child = command
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
-        let mut this = Self { name, port, child };
+        let mut this = Self {
+            name,
+            port,
+            child,
+            gateway: None,
+        };
         let deadline = Instant::now() + Duration::from_secs(15);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Some(status) = this.child.try_wait()? {
@@ -165,6 +192,10 @@ impl BrokerUnderTest for ChildBroker {
     fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
+
+    fn gateway(&self) -> Option<&GatewayAccess> {
+        self.gateway.as_ref()
+    }
 }
 
 impl Drop for ChildBroker {
@@ -176,4 +207,101 @@ impl Drop for ChildBroker {
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Reads `skein dev`'s standard output on a thread of its own (which drains it until the
+/// process ends, so it never blocks on a full pipe) until the line saying it is running;
+/// returns the gateway it printed, or `None` when it printed none.
+fn read_gateway(stdout: ChildStdout, within: Duration) -> anyhow::Result<Option<GatewayAccess>> {
+    let (lines, received) = mpsc::channel::<String>();
+    std::thread::Builder::new()
+        .name("skein-stdout".to_owned())
+        .spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                // Once the reader below is done, the rest is only drained.
+                let _ = lines.send(line);
+            }
+        })?;
+    let deadline = Instant::now() + within;
+    let mut printed = PrintedGateway::default();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match received.recv_timeout(left) {
+            Ok(line) => {
+                if printed.read(&line) {
+                    return Ok(printed.access());
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                bail!("skein dev did not say it was running within {within:?}")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                bail!("skein dev closed its output before saying it was running")
+            }
+        }
+    }
+}
+
+/// What `skein dev` prints about its gateway, gathered line by line.
+#[derive(Debug, Default)]
+struct PrintedGateway {
+    rest: Option<String>,
+    grpc: Option<String>,
+    token: Option<String>,
+}
+
+impl PrintedGateway {
+    /// Takes in one line; true once `skein dev` says it is running (its last line at start).
+    fn read(&mut self, line: &str) -> bool {
+        let word_after = |marker: &str| {
+            line.split_once(marker)
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .map(str::to_owned)
+        };
+        if line.starts_with("gateway: ") {
+            self.rest = word_after("REST ");
+            self.grpc = word_after("gRPC ");
+        } else if line.starts_with("dev token ") {
+            self.token = word_after("): ");
+        }
+        line.starts_with("running ")
+    }
+
+    fn access(self) -> Option<GatewayAccess> {
+        Some(GatewayAccess {
+            rest: self.rest?,
+            grpc: self.grpc?,
+            token: self.token?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateway_is_read_from_what_skein_dev_prints() {
+        let printed = "\
+skein dev: data directory /tmp/d
+kafka: bootstrap server 127.0.0.1:9092 (tenant \"dev\"; topics are created on first use)
+admin API: http://127.0.0.1:43999 (catalog /tmp/d/catalog.db)
+admin token (24 h): eyJadmin
+gateway: REST http://127.0.0.1:18080 (OpenAPI at /openapi.json); gRPC http://127.0.0.1:9090 (skein.v1.Gateway, with reflection)
+dev token (24 h; writes and reads every topic of tenant \"dev\"): eyJdev.x.y
+running retention and compaction every 30s; press Ctrl-C to stop";
+        let mut gateway = PrintedGateway::default();
+        let running: Vec<bool> = printed.lines().map(|l| gateway.read(l)).collect();
+        assert_eq!(running.iter().filter(|r| **r).count(), 1);
+        assert_eq!(running.last(), Some(&true));
+        let access = gateway.access().expect("a gateway");
+        assert_eq!(access.rest, "http://127.0.0.1:18080");
+        assert_eq!(access.grpc, "http://127.0.0.1:9090");
+        assert_eq!(access.token, "eyJdev.x.y");
+
+        let mut none = PrintedGateway::default();
+        assert!(none.read("running retention and compaction every 30s; press Ctrl-C to stop"));
+        assert!(none.access().is_none());
+    }
 }

@@ -1,9 +1,12 @@
 //! Broker benchmarks: librdkafka load against Skein and, when given, Tansu, with the
-//! references every figure is compared to measured in the same run.
+//! references every figure is compared to measured in the same run; and Skein's gateway
+//! (REST and gRPC) beside librdkafka moving the same records.
 //!
-//! - `brokers.rs` starts the brokers under test (Skein in this process, Tansu as a child);
+//! - `brokers.rs` starts the brokers under test (Skein as `skein dev` with its gateway, or in
+//!   this process; Tansu as a child);
 //! - `reference.rs` measures loopback TCP and the log engine's raw append rate;
-//! - `workload/` holds the librdkafka workloads (produce, consume, latency, group);
+//! - `workload/` holds the librdkafka workloads (produce, consume, latency, group) and the
+//!   gateway's (`gateway.rs`);
 //! - `report.rs` prints the figures and their ratios.
 
 mod brokers;
@@ -17,8 +20,10 @@ use std::time::Duration;
 use clap::Args;
 
 pub use brokers::{BrokerUnderTest, ChildBroker, SkeinBroker};
-pub use report::Report;
-pub use workload::{GroupSpec, LatencySpec, ProduceSpec};
+pub use report::{GatewayRow, Report, GRPC_PRODUCE_TARGET};
+pub use workload::{
+    GatewayAccess, GatewayApi, GatewayRun, GatewaySpec, GroupSpec, LatencySpec, ProduceSpec,
+};
 
 /// `skein-bench broker` options.
 #[derive(Debug, Clone, Args)]
@@ -42,8 +47,11 @@ pub struct BrokerArgs {
     /// Consumer groups of two formed per broker to time assignment
     #[arg(long, default_value_t = 5)]
     pub group_trials: u32,
+    /// Records of each size (1 KiB, 100 B) in each gateway run and its native comparison
+    #[arg(long, default_value_t = 300_000)]
+    pub gateway_records: u64,
     /// Run only the workloads whose label contains this text (`x16p`, `100 B`, `acks=all`,
-    /// `latency`, `group`)
+    /// `latency`, `group`, `gateway`, `REST`, `gRPC`, `gRPC produce`)
     #[arg(long)]
     pub only: Option<String>,
     /// Skein's data directory (default: a new temporary directory, removed afterwards)
@@ -120,6 +128,11 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
                 report.consume(name, spec, consumed);
             }
         }
+        if let Some(gateway) = broker.gateway() {
+            for spec in GatewaySpec::matrix(args.gateway_records) {
+                measure_gateway(&mut report, name, &bootstrap, gateway, &spec, args)?;
+            }
+        }
         if args.selects("latency") {
             let latency_spec = LatencySpec {
                 rate: args.rate,
@@ -145,4 +158,78 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
         }
     }
     Ok(report)
+}
+
+/// The gateway workloads `args` selects for one record size, each beside librdkafka moving
+/// the same records through the Kafka listener: producing them with acks=all to a topic of
+/// its own, and consuming that topic (which gRPC consume then reads too).
+fn measure_gateway(
+    report: &mut Report,
+    name: &'static str,
+    bootstrap: &str,
+    gateway: &GatewayAccess,
+    spec: &GatewaySpec,
+    args: &BrokerArgs,
+) -> anyhow::Result<()> {
+    let apis: Vec<GatewayApi> = GatewayApi::ALL
+        .into_iter()
+        .filter(|api| args.selects(&api.label(spec)))
+        .collect();
+    if apis.is_empty() {
+        return Ok(());
+    }
+    let native_topic = spec.topic("kafka");
+    eprintln!("{name}: produce {spec} with librdkafka, acks=all, for the gateway");
+    let native_produced = workload::produce(
+        bootstrap,
+        &native_topic,
+        &ProduceSpec {
+            acks: -1,
+            record_bytes: spec.record_bytes,
+            partitions: 1,
+            records: spec.records,
+        },
+    )?;
+    for api in apis {
+        let (run, native, native_to_first) = match api {
+            GatewayApi::RestProduce | GatewayApi::GrpcProduce => {
+                eprintln!("{name}: {}", api.label(spec));
+                let run = if api == GatewayApi::RestProduce {
+                    workload::rest_produce(bootstrap, gateway, &spec.topic("rest"), spec)?
+                } else {
+                    workload::grpc_produce(bootstrap, gateway, &spec.topic("grpc"), spec)?
+                };
+                (run, native_produced, None)
+            }
+            GatewayApi::GrpcConsume => {
+                eprintln!("{name}: consume {spec} with librdkafka, for the gateway");
+                let native = workload::read_back(bootstrap, &native_topic, 1, spec.records)?;
+                eprintln!("{name}: {}", api.label(spec));
+                let read = workload::grpc_consume(gateway, &native_topic, spec.records)?;
+                anyhow::ensure!(
+                    read.bytes == native.bytes,
+                    "gRPC consume read {} bytes, librdkafka {}",
+                    read.bytes,
+                    native.bytes
+                );
+                // Both from their first record on: librdkafka takes about half a second from
+                // assign() to its first fetch, which would otherwise swamp the comparison.
+                let run = GatewayRun {
+                    throughput: read.after_first(),
+                    latency: None,
+                    to_first: Some(read.to_first),
+                };
+                (run, native.after_first(), Some(native.to_first))
+            }
+        };
+        report.gateway(GatewayRow {
+            broker: name,
+            api,
+            spec: *spec,
+            gateway: run,
+            native,
+            native_to_first,
+        });
+    }
+    Ok(())
 }

@@ -1,6 +1,7 @@
 //! `skein-bench`: Kafka workloads driven by librdkafka against Skein, each figure printed
 //! beside references measured in the same run (loopback TCP, the log engine's raw append
-//! rate, and optionally Tansu on another port).
+//! rate, and optionally Tansu on another port); and Skein's REST and gRPC gateway beside
+//! librdkafka moving the same records.
 //!
 //! A separate binary so that the `skein` product binary does not link librdkafka.
 
@@ -17,7 +18,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Produce and consume throughput, end-to-end latency and group assignment time
+    /// Produce and consume throughput, end-to-end latency, group assignment time, and the
+    /// gateway's REST and gRPC throughput beside librdkafka
     Broker(BrokerArgs),
 }
 

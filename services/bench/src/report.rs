@@ -3,7 +3,33 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::workload::{GroupSpec, Latency, ProduceSpec, Throughput};
+use crate::workload::{
+    record_size, GatewayApi, GatewayRun, GatewaySpec, GroupSpec, Latency, ProduceSpec, Throughput,
+};
+
+/// The ratio of gateway to native gRPC streaming produce throughput aimed for.
+pub const GRPC_PRODUCE_TARGET: f64 = 0.5;
+
+/// One gateway run beside librdkafka moving the same records.
+#[derive(Debug, Clone, Copy)]
+pub struct GatewayRow {
+    pub broker: &'static str,
+    pub api: GatewayApi,
+    pub spec: GatewaySpec,
+    pub gateway: GatewayRun,
+    /// librdkafka producing (acks=all) or consuming the same records (timed as the gateway
+    /// run is).
+    pub native: Throughput,
+    /// For consume, librdkafka's time from assignment to the first record.
+    pub native_to_first: Option<Duration>,
+}
+
+impl GatewayRow {
+    /// Gateway throughput over native throughput.
+    pub fn ratio(&self) -> f64 {
+        self.gateway.throughput.records_per_sec() / self.native.records_per_sec()
+    }
+}
 
 /// Everything one `skein-bench broker` run measured.
 #[derive(Debug)]
@@ -15,6 +41,7 @@ pub struct Report {
     pub consumed: Vec<(&'static str, ProduceSpec, Throughput)>,
     pub latencies: Vec<(&'static str, Latency)>,
     pub groups: Vec<(&'static str, GroupSpec, Vec<Duration>)>,
+    pub gateway: Vec<GatewayRow>,
 }
 
 impl Report {
@@ -26,7 +53,12 @@ impl Report {
             consumed: Vec::new(),
             latencies: Vec::new(),
             groups: Vec::new(),
+            gateway: Vec::new(),
         }
+    }
+
+    pub(crate) fn gateway(&mut self, row: GatewayRow) {
+        self.gateway.push(row);
     }
 
     pub(crate) fn produce(&mut self, broker: &'static str, spec: &ProduceSpec, t: Throughput) {
@@ -77,6 +109,77 @@ fn ratio(a: Option<&Throughput>, b: Option<&Throughput>) -> String {
     match (a, b) {
         (Some(a), Some(b)) => format!("{:.2}", a.mib_per_sec() / b.mib_per_sec()),
         _ => "-".to_owned(),
+    }
+}
+
+impl Report {
+    /// The gateway section: each API beside librdkafka, then the gRPC produce target.
+    fn fmt_gateway(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.gateway.is_empty() {
+            return Ok(());
+        }
+        let cell =
+            |t: &Throughput| format!("{:.1} MiB/s {:.0}/s", t.mib_per_sec(), t.records_per_sec());
+        let broker = self.gateway[0].broker;
+        writeln!(
+            f,
+            "gateway of {broker}, 1 partition, acks=all {:>13} {:>22} {:>8}  latency",
+            "gateway", "native (librdkafka)", "ratio"
+        )?;
+        for row in &self.gateway {
+            let latency = match (row.gateway.latency, row.gateway.to_first) {
+                (Some(l), _) => format!(
+                    "p50 {}  p99 {}  max {} per {}",
+                    ms(l.p50),
+                    ms(l.p99),
+                    ms(l.max),
+                    row.api.latency_unit()
+                ),
+                (None, Some(first)) => format!(
+                    "first record after {} (native {}); rates from the first record on",
+                    ms(first),
+                    row.native_to_first.map_or("-".to_owned(), ms)
+                ),
+                (None, None) => "-".to_owned(),
+            };
+            writeln!(
+                f,
+                "  {:<12} {:<13} {:>22} {:>22} {:>8.2}  {latency}",
+                row.api.to_string(),
+                row.spec.to_string(),
+                cell(&row.gateway.throughput),
+                cell(&row.native),
+                row.ratio()
+            )?;
+        }
+        let produce: Vec<&GatewayRow> = self
+            .gateway
+            .iter()
+            .filter(|r| r.api == GatewayApi::GrpcProduce)
+            .collect();
+        if !produce.is_empty() {
+            let verdicts: Vec<String> = produce
+                .iter()
+                .map(|r| {
+                    let met = if r.ratio() >= GRPC_PRODUCE_TARGET {
+                        "met"
+                    } else {
+                        "NOT met"
+                    };
+                    format!(
+                        "{} {:.2} {met}",
+                        record_size(r.spec.record_bytes),
+                        r.ratio()
+                    )
+                })
+                .collect();
+            writeln!(
+                f,
+                "  target gRPC streaming produce >= {GRPC_PRODUCE_TARGET}x native: {}",
+                verdicts.join(", ")
+            )?;
+        }
+        writeln!(f)
     }
 }
 
@@ -157,6 +260,7 @@ impl fmt::Display for Report {
             )?;
         }
         writeln!(f)?;
+        self.fmt_gateway(f)?;
         for (broker, l) in &self.latencies {
             writeln!(
                 f,

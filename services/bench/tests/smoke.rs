@@ -1,12 +1,17 @@
 //! The benchmark's workloads run end to end against Skein at a small scale: every record
 //! produced is delivered and read back, the latency run samples every record after its
-//! warm-up, and a group of two splits its partitions. No timing is asserted.
+//! warm-up, and a group of two splits its partitions; through the gateway of `skein dev`,
+//! every record written over REST and gRPC is reported and gRPC reads back every record
+//! librdkafka wrote. No timing is asserted.
 
 #![allow(clippy::unwrap_used)]
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use skein_bench::{workload, BrokerUnderTest, LatencySpec, ProduceSpec, SkeinBroker};
+use skein_bench::{
+    workload, BrokerUnderTest, ChildBroker, GatewaySpec, LatencySpec, ProduceSpec, SkeinBroker,
+};
 
 #[test]
 fn every_workload_moves_every_record_through_skein() {
@@ -45,4 +50,68 @@ fn every_workload_moves_every_record_through_skein() {
     };
     let times = workload::group_assignment(&bootstrap, &group).unwrap();
     assert_eq!(times.len(), 1);
+}
+
+/// The `skein` binary: `SKEIN_BENCH_SKEIN`, else the one of this build (`target/<profile>/`,
+/// which `cargo test --workspace` builds for the skein package's own tests; after
+/// `cargo test -p skein-bench` alone, build it with `cargo build -p skein`).
+fn skein_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("SKEIN_BENCH_SKEIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/smoke-<hash> -> target/<profile>/skein
+    let binary = exe.parent().unwrap().parent().unwrap().join("skein");
+    assert!(
+        binary.is_file(),
+        "no skein binary at {}: build it (cargo build -p skein) or set SKEIN_BENCH_SKEIN",
+        binary.display()
+    );
+    binary
+}
+
+#[test]
+fn the_gateway_workloads_move_every_record_through_skein_dev() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = ChildBroker::skein(&skein_binary(), dir.path()).unwrap();
+    let bootstrap = broker.bootstrap();
+    let gateway = broker.gateway().expect("skein dev prints its gateway");
+
+    let specs = GatewaySpec::matrix(2500);
+    assert_eq!(specs.len(), 2, "1 KiB and 100 B");
+    for spec in &specs {
+        // More than one REST request, more than one gRPC window and consume credit.
+        assert!(spec.records as usize > 2 * spec.rest_batch());
+        assert!(spec.records as usize > spec.stream_window());
+        assert!(spec.records > u64::from(workload::GATEWAY_CONSUME_CREDIT));
+        let native_topic = spec.topic("kafka");
+        let native = ProduceSpec {
+            acks: -1,
+            record_bytes: spec.record_bytes,
+            partitions: 1,
+            records: spec.records,
+        };
+        let produced = workload::produce(&bootstrap, &native_topic, &native).unwrap();
+
+        let rest = workload::rest_produce(&bootstrap, gateway, &spec.topic("rest"), spec).unwrap();
+        assert_eq!(rest.throughput.records, spec.records, "{spec}");
+        let requests = rest.latency.unwrap().samples;
+        let batch = spec.rest_batch() as u64;
+        assert_eq!(requests, spec.records.div_ceil(batch), "{spec}");
+
+        let grpc = workload::grpc_produce(&bootstrap, gateway, &spec.topic("grpc"), spec).unwrap();
+        assert_eq!(grpc.throughput.records, spec.records, "{spec}");
+        assert_eq!(grpc.latency.unwrap().samples, spec.records, "{spec}");
+
+        // What the gateway wrote is there for librdkafka to read.
+        for path in ["rest", "grpc"] {
+            let read = workload::consume(&bootstrap, &spec.topic(path), 1, spec.records).unwrap();
+            assert_eq!(read.bytes, produced.bytes, "{spec} through {path}");
+        }
+
+        let consumed = workload::grpc_consume(gateway, &native_topic, spec.records).unwrap();
+        assert_eq!(consumed.records, spec.records, "{spec}");
+        assert_eq!(consumed.bytes, produced.bytes, "{spec}");
+        assert!(consumed.to_first <= consumed.elapsed);
+    }
 }

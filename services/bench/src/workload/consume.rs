@@ -17,6 +17,50 @@ pub fn consume(
     partitions: i32,
     records: u64,
 ) -> anyhow::Result<Throughput> {
+    Ok(read_back(bootstrap, topic, partitions, records)?.from_start())
+}
+
+/// A topic read back: when the first record came and when the last did.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading {
+    pub records: u64,
+    pub bytes: u64,
+    /// From the start (assignment or subscription) to the first record.
+    pub to_first: Duration,
+    /// The first record's value bytes.
+    pub first_bytes: u64,
+    /// From the start to the last record.
+    pub elapsed: Duration,
+}
+
+impl Reading {
+    /// Everything, timed from the start.
+    pub fn from_start(&self) -> Throughput {
+        Throughput {
+            records: self.records,
+            bytes: self.bytes,
+            elapsed: self.elapsed,
+        }
+    }
+
+    /// The records after the first, timed from the first record to the last: the rate
+    /// once records flow, without the client's start-up.
+    pub fn after_first(&self) -> Throughput {
+        Throughput {
+            records: self.records.saturating_sub(1),
+            bytes: self.bytes - self.first_bytes,
+            elapsed: self.elapsed - self.to_first,
+        }
+    }
+}
+
+/// [`consume`], also saying when the first record came.
+pub fn read_back(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    records: u64,
+) -> anyhow::Result<Reading> {
     let consumer: BaseConsumer = client_config(bootstrap)
         .set("group.id", "skein-bench-consume")
         .set("enable.auto.commit", "false")
@@ -35,12 +79,17 @@ pub fn consume(
     consumer.assign(&assignment)?;
     let deadline = start + Duration::from_secs(300);
     let (mut count, mut bytes) = (0u64, 0u64);
+    let (mut to_first, mut first_bytes) = (Duration::ZERO, 0u64);
     while count < records {
         if Instant::now() > deadline {
             bail!("read {count} of {records} records in 300 s");
         }
         match consumer.poll(Duration::from_millis(500)) {
             Some(Ok(message)) => {
+                if count == 0 {
+                    to_first = start.elapsed();
+                    first_bytes = message.payload_len() as u64;
+                }
                 count += 1;
                 bytes += message.payload_len() as u64;
             }
@@ -48,9 +97,11 @@ pub fn consume(
             None => {}
         }
     }
-    Ok(Throughput {
+    Ok(Reading {
         records: count,
         bytes,
+        to_first,
+        first_bytes,
         elapsed: start.elapsed(),
     })
 }

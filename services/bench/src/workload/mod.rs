@@ -1,6 +1,8 @@
-//! librdkafka workloads, each against one broker's bootstrap address.
+//! librdkafka workloads, each against one broker's bootstrap address, and the gateway's REST
+//! and gRPC APIs measured beside them.
 
 mod consume;
+mod gateway;
 mod group;
 mod latency;
 mod produce;
@@ -12,7 +14,13 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::ClientConfig;
 
-pub use consume::consume;
+pub use consume::{consume, read_back, Reading};
+pub use gateway::{
+    grpc_consume, grpc_produce, rest_produce, GatewayAccess, GatewayApi, GatewayRun, GatewaySpec,
+    Percentiles, CONSUME_CREDIT as GATEWAY_CONSUME_CREDIT,
+    MAX_UNREPORTED_BYTES as GATEWAY_MAX_UNREPORTED_BYTES, REST_BATCH as GATEWAY_REST_BATCH,
+    REST_IN_FLIGHT as GATEWAY_REST_IN_FLIGHT, STREAM_WINDOW as GATEWAY_STREAM_WINDOW,
+};
 pub use group::{group_assignment, GroupSpec};
 pub use latency::{latency, Latency, LatencySpec};
 pub use produce::{produce, ProduceSpec};
@@ -47,6 +55,15 @@ pub(crate) fn payload(len: usize) -> Vec<u8> {
             state as u8
         })
         .collect()
+}
+
+/// A record size as the report prints it: `1 KiB`, `100 B`.
+pub(crate) fn record_size(bytes: usize) -> String {
+    if bytes >= 1024 && bytes % 1024 == 0 {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
 }
 
 /// A client configuration for `bootstrap` with the settings every workload shares.

@@ -11,7 +11,7 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::util::Timeout;
 use rdkafka::ClientContext;
 
-use super::{client_config, create_topic, payload, Throughput};
+use super::{client_config, create_topic, payload, record_size, Throughput};
 
 /// One produce run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,12 +69,12 @@ impl fmt::Display for ProduceSpec {
         } else {
             self.acks.to_string()
         };
-        let size = if self.record_bytes >= 1024 && self.record_bytes % 1024 == 0 {
-            format!("{} KiB", self.record_bytes / 1024)
-        } else {
-            format!("{} B", self.record_bytes)
-        };
-        write!(f, "acks={acks} {size} x{}p", self.partitions)
+        write!(
+            f,
+            "acks={acks} {} x{}p",
+            record_size(self.record_bytes),
+            self.partitions
+        )
     }
 }
 
