@@ -157,8 +157,8 @@ impl Producer {
     }
 
     /// Writes records, each with an explicit partition, as an idempotent producer whose
-    /// batches start at sequence 0 in every partition: a producer id used for one set of
-    /// records only. Sending the same records again with the same id writes nothing twice:
+    /// batches start at `base_sequence` in every partition (0 for a producer id's first
+    /// batch; a set of records sent as several batches continues the count). Sending the same records again with the same id writes nothing twice:
     /// the broker answers the repeated batches with their first offsets. Retries are
     /// therefore always safe.
     pub async fn send_once(
@@ -167,6 +167,7 @@ impl Producer {
         records: impl IntoIterator<Item = ProduceRecord>,
         producer_id: i64,
         producer_epoch: i16,
+        base_sequence: i32,
     ) -> Result<Vec<ProducedBatch>> {
         let mut by_partition: BTreeMap<i32, Vec<ProduceRecord>> = BTreeMap::new();
         for record in records {
@@ -180,7 +181,7 @@ impl Producer {
         let producer = batch::IdempotentProducer {
             id: producer_id,
             epoch: producer_epoch,
-            base_sequence: 0,
+            base_sequence,
         };
         let by_partition: BTreeMap<i32, Vec<&ProduceRecord>> = by_partition
             .iter()

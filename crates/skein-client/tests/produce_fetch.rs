@@ -227,11 +227,11 @@ async fn records_sent_once_are_written_once_however_often_they_are_sent() {
     let producer = Producer::new(client.clone(), ProducerConfig::default());
     let records = || (0..5).map(|i| ProduceRecord::new(format!("{i}")).with_partition(i % 2));
     let first = producer
-        .send_once("once", records(), 7_000, 0)
+        .send_once("once", records(), 7_000, 0, 0)
         .await
         .unwrap();
     let again = producer
-        .send_once("once", records(), 7_000, 0)
+        .send_once("once", records(), 7_000, 0, 0)
         .await
         .unwrap();
     assert_eq!(first, again, "the repeat answers the first write's offsets");
@@ -241,13 +241,13 @@ async fn records_sent_once_are_written_once_however_often_they_are_sent() {
     }
     // Another producer id is another write.
     let other = producer
-        .send_once("once", records(), 7_001, 0)
+        .send_once("once", records(), 7_001, 0, 0)
         .await
         .unwrap();
     assert_eq!(other[0].base_offset, Some(3));
     // A record without a partition is refused before anything is sent.
     assert!(producer
-        .send_once("once", [ProduceRecord::new("x")], 7_002, 0)
+        .send_once("once", [ProduceRecord::new("x")], 7_002, 0, 0)
         .await
         .is_err());
 }

@@ -77,7 +77,7 @@ pub async fn produce_once(
     call: &Call,
     tenant: &TenantClient,
     topic: &str,
-    partitions: i32,
+    (partitions, max_message_bytes): (i32, usize),
     records: Vec<Result<ProduceRecord, GatewayError>>,
     key: &str,
 ) -> Result<Produced, GatewayError> {
@@ -124,7 +124,7 @@ pub async fn produce_once(
         seed: xxh3_64(key.as_bytes()),
         timestamp: claim.created_at,
     };
-    let outcomes = write(tenant, topic, partitions, records, mode).await;
+    let outcomes = write(tenant, topic, partitions, max_message_bytes, records, mode).await;
     if !outcomes.iter().any(may_change) {
         let recorded = serde_json::to_string(&outcomes).unwrap_or_default();
         let request = pb::CompleteIdempotencyKeyRequest {

@@ -25,6 +25,15 @@ pub struct Written {
     pub timestamp: i64,
 }
 
+/// The topic's `max.message.bytes`, or Kafka's default.
+fn max_message_bytes(summary: &crate::cluster::TopicSummary) -> usize {
+    summary
+        .configs
+        .get("max.message.bytes")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_MAX_MESSAGE_BYTES)
+}
+
 /// What a produce call did.
 #[derive(Debug)]
 pub struct Produced {
@@ -55,7 +64,15 @@ pub async fn produce(
     let tenant = call.client(gateway).await?;
     match idempotency_key {
         None => Ok(Produced {
-            outcomes: write(&tenant, topic, summary.partitions, records, Mode::Plain).await,
+            outcomes: write(
+                &tenant,
+                topic,
+                summary.partitions,
+                max_message_bytes(&summary),
+                records,
+                Mode::Plain,
+            )
+            .await,
             replayed: false,
         }),
         Some(key) => {
@@ -64,7 +81,7 @@ pub async fn produce(
                 call,
                 &tenant,
                 topic,
-                summary.partitions,
+                (summary.partitions, max_message_bytes(&summary)),
                 records,
                 key,
             )
@@ -82,6 +99,38 @@ pub fn record_size(record: &ProduceRecord) -> usize {
             .iter()
             .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
             .sum::<usize>()
+}
+
+/// Kafka's default `max.message.bytes`: the largest batch a broker takes.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1024 * 1024 + 12;
+
+/// What a batch may hold, in [`record_size`] terms: the broker's limit less the batch
+/// header and a margin for the per-record framing estimated in [`chunks`].
+fn batch_limit(max_message_bytes: usize) -> usize {
+    max_message_bytes.saturating_sub(61 + 1024).max(1)
+}
+
+/// Splits a partition's records into runs whose estimated batch size stays within `limit`
+/// (a record larger than that goes alone, and the broker refuses it).
+fn chunks<T>(records: Vec<(T, ProduceRecord)>, limit: usize) -> Vec<Vec<(T, ProduceRecord)>> {
+    let mut chunks = Vec::new();
+    let mut current = Vec::new();
+    let mut size = 0;
+    for (tag, record) in records {
+        // Per record: length, attributes, deltas and lengths as varints, and per header its
+        // lengths.
+        let estimate = record_size(&record) + 24 + 8 * record.headers.len();
+        if !current.is_empty() && size + estimate > limit {
+            chunks.push(std::mem::take(&mut current));
+            size = 0;
+        }
+        size += estimate;
+        current.push((tag, record));
+    }
+    if !current.is_empty() {
+        chunks.push(current);
+    }
+    chunks
 }
 
 /// Now, in milliseconds since the epoch.
@@ -112,6 +161,7 @@ pub async fn write(
     tenant: &TenantClient,
     topic: &str,
     partitions: i32,
+    max_message_bytes: usize,
     records: Vec<Result<ProduceRecord, GatewayError>>,
     mode: Mode,
 ) -> Vec<Result<Written, GatewayError>> {
@@ -159,51 +209,98 @@ pub async fn write(
             .or_default()
             .push((index, record));
     }
+    let limit = batch_limit(max_message_bytes);
     let sends = by_partition
         .into_iter()
         .map(|(partition, records)| async move {
-            let (indexes, records): (Vec<usize>, Vec<ProduceRecord>) = records.into_iter().unzip();
-            let timestamps: Vec<i64> = records.iter().map(|r| r.timestamp.unwrap_or(now)).collect();
-            let outcome = match mode {
-                Mode::Plain => tenant.producer.send(topic, records).await,
-                Mode::Once { producer_id, .. } => {
-                    tenant
-                        .producer
-                        .send_once(topic, records, producer_id, 0)
-                        .await
+            // Batches up to the broker's limit, sent one after another so the partition
+            // keeps the records' order; once one fails, the rest are not sent.
+            let mut outcomes = Vec::with_capacity(records.len());
+            let mut sequence = 0_i32;
+            let mut failure: Option<GatewayError> = None;
+            for chunk in chunks(records, limit) {
+                let (indexes, records): (Vec<usize>, Vec<ProduceRecord>) =
+                    chunk.into_iter().unzip();
+                if let Some(error) = &failure {
+                    outcomes.extend(indexes.into_iter().map(|i| (i, Err(error.clone()))));
+                    continue;
                 }
-            };
-            (partition, indexes, timestamps, outcome)
+                let timestamps: Vec<i64> =
+                    records.iter().map(|r| r.timestamp.unwrap_or(now)).collect();
+                let count = i32::try_from(records.len()).unwrap_or(i32::MAX);
+                let outcome = match mode {
+                    Mode::Plain => tenant.producer.send(topic, records).await,
+                    Mode::Once { producer_id, .. } => {
+                        tenant
+                            .producer
+                            .send_once(topic, records, producer_id, 0, sequence)
+                            .await
+                    }
+                };
+                sequence = sequence.saturating_add(count);
+                match outcome {
+                    Ok(batches) => {
+                        let batch = batches.into_iter().find(|b| b.partition == partition);
+                        let base = batch.as_ref().and_then(|b| b.base_offset);
+                        let append_time = batch.as_ref().and_then(|b| b.log_append_time);
+                        for (i, (index, timestamp)) in
+                            indexes.into_iter().zip(timestamps).enumerate()
+                        {
+                            outcomes.push((
+                                index,
+                                match base {
+                                    Some(base) => Ok(Written {
+                                        partition,
+                                        offset: base + i as i64,
+                                        timestamp: append_time
+                                            .filter(|t| *t >= 0)
+                                            .unwrap_or(timestamp),
+                                    }),
+                                    None => Err(GatewayError::Internal(
+                                        "the broker did not say where the records went".to_owned(),
+                                    )),
+                                },
+                            ));
+                        }
+                    }
+                    Err(e) => {
+                        let error = GatewayError::from(e);
+                        outcomes.extend(indexes.into_iter().map(|i| (i, Err(error.clone()))));
+                        failure = Some(error);
+                    }
+                }
+            }
+            outcomes
         });
-    for (partition, indexes, timestamps, outcome) in futures::future::join_all(sends).await {
-        match outcome {
-            Ok(batches) => {
-                let batch = batches.into_iter().find(|b| b.partition == partition);
-                let base = batch.as_ref().and_then(|b| b.base_offset);
-                let append_time = batch.as_ref().and_then(|b| b.log_append_time);
-                for (i, (index, timestamp)) in indexes.into_iter().zip(timestamps).enumerate() {
-                    outcomes[index] = Some(match base {
-                        Some(base) => Ok(Written {
-                            partition,
-                            offset: base + i as i64,
-                            timestamp: append_time.filter(|t| *t >= 0).unwrap_or(timestamp),
-                        }),
-                        None => Err(GatewayError::Internal(
-                            "the broker did not say where the records went".to_owned(),
-                        )),
-                    });
-                }
-            }
-            Err(e) => {
-                let error = GatewayError::from(e);
-                for index in indexes {
-                    outcomes[index] = Some(Err(error.clone()));
-                }
-            }
+    for partition_outcomes in futures::future::join_all(sends).await {
+        for (index, outcome) in partition_outcomes {
+            outcomes[index] = Some(outcome);
         }
     }
     outcomes
         .into_iter()
         .map(|o| o.unwrap_or_else(|| Err(GatewayError::Internal("record not written".to_owned()))))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_split_into_batches_within_the_limit_in_order() {
+        let records: Vec<(usize, ProduceRecord)> = (0..10)
+            .map(|i| (i, ProduceRecord::new(vec![0u8; 1000])))
+            .collect();
+        let split = chunks(records, 3_100);
+        assert_eq!(split.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
+        let order: Vec<usize> = split.iter().flatten().map(|(i, _)| *i).collect();
+        assert_eq!(order, (0..10).collect::<Vec<_>>());
+        // A record over the limit goes alone.
+        let big = vec![
+            (0, ProduceRecord::new(vec![0u8; 5000])),
+            (1, ProduceRecord::new("x")),
+        ];
+        assert_eq!(chunks(big, 3_100).len(), 2);
+    }
 }

@@ -153,6 +153,13 @@ impl RunningGateway {
         let app = skein_gateway::rest::router(Arc::clone(&gateway))
             .into_make_service_with_connect_info::<SocketAddr>();
         let mut rest_stopped = stopped.clone();
+        // Responses are small writes; without TCP_NODELAY each would wait for the client's
+        // delayed ACK (40 ms on Linux).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "could not set TCP_NODELAY");
+            }
+        });
         let server = tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
@@ -166,7 +173,16 @@ impl RunningGateway {
             tonic::transport::Server::builder()
                 .add_routes(routes)
                 .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+                    tokio_stream::StreamExt::map(
+                        tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+                        |accepted| {
+                            accepted.inspect(|tcp| {
+                                if let Err(e) = tcp.set_nodelay(true) {
+                                    tracing::debug!(error = %e, "could not set TCP_NODELAY");
+                                }
+                            })
+                        },
+                    ),
                     async move {
                         let _ = grpc_stopped.wait_for(|stop| *stop).await;
                     },

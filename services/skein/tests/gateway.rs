@@ -1462,6 +1462,38 @@ fn a_retried_request_with_an_idempotency_key_writes_nothing_twice() {
         assert_eq!(answer.json()["results"], answers[0].json()["results"]);
     }
     assert_eq!(total(&cluster), 23);
+    // A request larger than one batch may be (1 MiB) goes as several, in order, and a key
+    // covers them all.
+    let big_value = "x".repeat(1000);
+    let big = json!({"value_format": "string", "records": (0..1500)
+        .map(|_| json!({"value": big_value, "partition": 2}))
+        .collect::<Vec<_>>()})
+    .to_string();
+    let written = send(0, "big-1", &big);
+    assert_eq!(
+        written.status,
+        200,
+        "{}",
+        &written.body[..200.min(written.body.len())]
+    );
+    let offsets: Vec<i64> = written.json()["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["offset"].as_i64().unwrap())
+        .collect();
+    assert!(
+        offsets.windows(2).all(|w| w[1] == w[0] + 1),
+        "consecutive offsets"
+    );
+    let before = total(&cluster);
+    let again = send(1, "big-1", &big);
+    assert_eq!(again.json(), written.json());
+    assert_eq!(total(&cluster), before);
+    let unkeyed = cluster.call(0, "POST", "/v1/topics/orders/records", &svc, &big);
+    assert_eq!(unkeyed.status, 200);
+    assert_eq!(total(&cluster), before + 1500);
+
     // Without a key, a repeat writes again.
     assert_eq!(
         cluster
@@ -1469,7 +1501,7 @@ fn a_retried_request_with_an_idempotency_key_writes_nothing_twice() {
             .status,
         200
     );
-    assert_eq!(total(&cluster), 26);
+    assert_eq!(total(&cluster), 3026);
 }
 
 /// Reads `count` `record` events from the SSE tail of `topic`; answers (id, data) pairs.
