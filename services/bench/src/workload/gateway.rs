@@ -26,12 +26,6 @@ pub const REST_IN_FLIGHT: usize = 2;
 /// The most records the gRPC producer has sent without a report: the server's read-ahead
 /// (1,024) and the batch it is writing.
 pub const STREAM_WINDOW: usize = 2048;
-/// The most record bytes in one REST request or unreported on the gRPC stream. The gateway
-/// writes the records of a partition that one request (or one read-ahead of the stream)
-/// brings as a single Kafka batch, and the broker refuses a batch over its
-/// `max.message.bytes` (1 MiB) with MESSAGE_TOO_LARGE for every record in it; 1,100 records
-/// of 1 KiB in one request already fail. Staying under 900 KiB keeps every batch legal.
-pub const MAX_UNREPORTED_BYTES: usize = 900 * 1024;
 /// The gRPC consumer's credit, in records; each batch is acknowledged as it arrives.
 pub const CONSUME_CREDIT: u32 = 2000;
 
@@ -68,16 +62,14 @@ impl GatewaySpec {
             .collect()
     }
 
-    /// Records in one REST produce request: [`REST_BATCH`], fewer for large records (see
-    /// [`MAX_UNREPORTED_BYTES`]).
+    /// Records in one REST produce request (the gateway splits what exceeds a batch).
     pub fn rest_batch(&self) -> usize {
-        REST_BATCH.min(MAX_UNREPORTED_BYTES / self.record_bytes.max(1))
+        REST_BATCH
     }
 
-    /// The most records the gRPC producer keeps without a report: [`STREAM_WINDOW`], fewer
-    /// for large records (see [`MAX_UNREPORTED_BYTES`]).
+    /// The most records the gRPC producer keeps without a report.
     pub fn stream_window(&self) -> usize {
-        STREAM_WINDOW.min(MAX_UNREPORTED_BYTES / self.record_bytes.max(1))
+        STREAM_WINDOW
     }
 
     /// A one-partition topic of this run written through `path` (`kafka`, `rest`, `grpc`).
@@ -545,7 +537,7 @@ mod tests {
             "bench-gateway-1024b-rest"
         );
         let [kib, small] = [GatewaySpec::matrix(10)[0], spec];
-        assert_eq!((kib.rest_batch(), kib.stream_window()), (900, 900));
+        assert_eq!((kib.rest_batch(), kib.stream_window()), (1000, 2048));
         assert_eq!((small.rest_batch(), small.stream_window()), (1000, 2048));
     }
 }
