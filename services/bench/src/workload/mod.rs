@@ -17,8 +17,7 @@ use rdkafka::ClientConfig;
 pub use consume::{consume, read_back, Reading};
 pub use gateway::{
     grpc_consume, grpc_produce, rest_produce, GatewayAccess, GatewayApi, GatewayRun, GatewaySpec,
-    Percentiles, CONSUME_CREDIT as GATEWAY_CONSUME_CREDIT,
-    REST_BATCH as GATEWAY_REST_BATCH,
+    Percentiles, CONSUME_CREDIT as GATEWAY_CONSUME_CREDIT, REST_BATCH as GATEWAY_REST_BATCH,
     REST_IN_FLIGHT as GATEWAY_REST_IN_FLIGHT, STREAM_WINDOW as GATEWAY_STREAM_WINDOW,
 };
 pub use group::{group_assignment, GroupSpec};
