@@ -376,7 +376,7 @@ fn migrate_creates_the_catalog_schema_once_on_sqlite_and_postgres() {
                 String::from_utf8_lossy(&out.stderr)
             );
             assert!(
-                stdout.contains("catalog is up to date (2 migrations)"),
+                stdout.contains("catalog is up to date (3 migrations)"),
                 "{stdout}"
             );
         }
