@@ -33,6 +33,10 @@ pub struct TopicOps {
     leadership: Arc<Leadership>,
 }
 
+/// The most partitions one topic may have: placement builds every partition in one
+/// transaction, and a request for billions must not try.
+pub const MAX_PARTITIONS: i32 = 10_000;
+
 impl TopicOps {
     pub fn new(catalog: Catalog, config: ControllerConfig, leadership: Arc<Leadership>) -> Self {
         Self {
@@ -120,9 +124,9 @@ impl TopicOps {
         configs: BTreeMap<String, String>,
     ) -> Result<TopicWithPartitions, TopicOpError> {
         self.require_active()?;
-        if partitions <= 0 {
+        if partitions <= 0 || partitions > MAX_PARTITIONS {
             return Err(TopicOpError::Invalid(format!(
-                "partition count {partitions} must be positive"
+                "partition count {partitions} must be between 1 and {MAX_PARTITIONS}"
             )));
         }
         Self::check_configs(&configs)?;
@@ -148,6 +152,11 @@ impl TopicOps {
         self.require_active()?;
         let owner = self.catalog.tenant_by_name(tenant).await?;
         let topic = self.catalog.topic(&owner.id, name).await?;
+        if count > MAX_PARTITIONS {
+            return Err(TopicOpError::Invalid(format!(
+                "a topic has at most {MAX_PARTITIONS} partitions, not {count}"
+            )));
+        }
         if count <= topic.partitions {
             return Err(TopicOpError::Invalid(format!(
                 "topic {name:?} has {} partitions; the new count must be larger, not {count}",

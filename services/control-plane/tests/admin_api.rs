@@ -613,6 +613,10 @@ async fn topics(server: &Server) {
         (create("bad name", 1, 1), StatusCode::UNPROCESSABLE_ENTITY),
         (create("none", 0, 1), StatusCode::UNPROCESSABLE_ENTITY),
         (
+            create("huge", 2_147_483_647, 1),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
             json!({"topic_name": "cfg", "partitions_count": 1, "configs": {"retention.ms": "forever"}}),
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
