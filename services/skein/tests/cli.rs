@@ -54,20 +54,7 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
     )
     .unwrap();
 
-    let mut child = Command::new(SKEIN)
-        .args([
-            "dev",
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--gateway-listen",
-            "127.0.0.1:0",
-            "--gateway-grpc-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data.path())
+    let mut child = common::dev::command(data.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -277,22 +264,9 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
         "[broker]\ndefault_partitions = 3\n[log]\n\"retention.ms\" = 1000\n",
     )
     .unwrap();
-    let mut child = Command::new(SKEIN)
-        .args([
-            "dev",
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--gateway-listen",
-            "127.0.0.1:0",
-            "--gateway-grpc-listen",
-            "127.0.0.1:0",
-            "--config",
-        ])
+    let mut child = common::dev::command(&data.path().join("data"))
+        .arg("--config")
         .arg(&config)
-        .arg("--data-dir")
-        .arg(data.path().join("data"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -329,22 +303,9 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
     assert!(child.wait().unwrap().success());
 
     std::fs::write(&config, "[broker]\nnot_a_setting = 1\n").unwrap();
-    let out = Command::new(SKEIN)
-        .args([
-            "dev",
-            "--kafka-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--gateway-listen",
-            "127.0.0.1:0",
-            "--gateway-grpc-listen",
-            "127.0.0.1:0",
-            "--config",
-        ])
+    let out = common::dev::command(&data.path().join("data"))
+        .arg("--config")
         .arg(&config)
-        .arg("--data-dir")
-        .arg(data.path().join("data"))
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -36,6 +36,28 @@ fn first_word(text: &str) -> String {
         .to_owned()
 }
 
+/// `skein dev` with its data in `data` and every listener on an ephemeral port.
+pub fn command(data: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
+    command
+        .args([
+            "dev",
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--gateway-listen",
+            "127.0.0.1:0",
+            "--gateway-grpc-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(data);
+    command
+}
+
 /// A running `skein dev` and the addresses and tokens it printed.
 pub struct Dev {
     pub process: Killed,
@@ -64,20 +86,7 @@ impl Dev {
             None => Stdio::null(),
         };
         let mut child = Killed(
-            Command::new(env!("CARGO_BIN_EXE_skein"))
-                .args([
-                    "dev",
-                    "--kafka-listen",
-                    "127.0.0.1:0",
-                    "--admin-listen",
-                    "127.0.0.1:0",
-                    "--gateway-listen",
-                    "127.0.0.1:0",
-                    "--gateway-grpc-listen",
-                    "127.0.0.1:0",
-                    "--data-dir",
-                ])
-                .arg(data)
+            command(data)
                 .stdout(Stdio::piped())
                 .stderr(stderr)
                 .spawn()
