@@ -1502,6 +1502,30 @@ fn a_retried_request_with_an_idempotency_key_writes_nothing_twice() {
         200
     );
     assert_eq!(total(&cluster), 3026);
+
+    // gRPC Produce takes the key as `idempotency-key` metadata, with the same guarantee.
+    use skein_proto::gateway as pb;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = grpc::client(&cluster.grpc[1]).await;
+        let keyed = || {
+            let mut request = grpc::authorized(
+                pb::ProduceRequest {
+                    topic: "orders".into(),
+                    records: vec![grpc::record("g", "1"), grpc::record("h", "2")],
+                },
+                &svc,
+            );
+            request
+                .metadata_mut()
+                .insert("idempotency-key", "grpc-1".parse().unwrap());
+            request
+        };
+        let first = client.produce(keyed()).await.unwrap().into_inner();
+        let again = client.produce(keyed()).await.unwrap().into_inner();
+        assert_eq!(first, again);
+    });
+    assert_eq!(total(&cluster), 3028);
 }
 
 /// Reads `count` `record` events from the SSE tail of `topic`; answers (id, data) pairs.
