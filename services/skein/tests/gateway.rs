@@ -613,6 +613,52 @@ fn tokens_acls_quotas_and_tenants_decide_every_call() {
     // The reader is not limited by the writer's quota.
     assert_eq!(read(&reader).status, 200);
 
+    // Byte quotas: a produce that would take more than the bucket holds waits, and a read
+    // that brought more than a second's worth makes the next one wait.
+    cluster.allow("acme", "bulk", "TOPIC", "orders", "ALL");
+    let created = cluster.admin(
+        "POST",
+        "/v1/tenants/acme/principals",
+        r#"{"name":"bulk","kind":"service_account"}"#,
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let quota = cluster.admin(
+        "PUT",
+        "/v1/tenants/acme/principals/bulk/quota",
+        r#"{"produce_bytes_per_sec":1000,"fetch_bytes_per_sec":1000}"#,
+    );
+    assert!(quota.status == 200 || quota.status == 201, "{}", quota.body);
+    let bulk = token("acme", "bulk", json!({}));
+    let oversized =
+        json!({"value_format": "string", "records": [{"value": "x".repeat(1500)}]}).to_string();
+    let first = wait_for(|| {
+        let answer = cluster.call(0, "POST", "/v1/topics/orders/records", &bulk, &oversized);
+        (answer.status != 403).then_some(answer)
+    });
+    assert_eq!(first.status, 200, "{}", first.body);
+    let second = cluster.call(0, "POST", "/v1/topics/orders/records", &bulk, &oversized);
+    assert_eq!(second.status, 429, "{}", second.body);
+    assert!(second.header("retry-after").is_some());
+    let everything = cluster.call(
+        0,
+        "GET",
+        "/v1/topics/orders/partitions/0/records?offset=0",
+        &bulk,
+        "",
+    );
+    assert_eq!(everything.status, 200);
+    let next = cluster.call(
+        0,
+        "GET",
+        "/v1/topics/orders/partitions/0/records?offset=0",
+        &bulk,
+        "",
+    );
+    assert_eq!(
+        next.status, 429,
+        "the read before brought over a second's worth"
+    );
+
     // The same decisions over gRPC.
     use skein_proto::gateway as pb;
     let runtime = tokio::runtime::Runtime::new().unwrap();
