@@ -60,6 +60,8 @@ pub struct Gateway {
     /// The control plane, for idempotency keys; `None` where there is none (then requests
     /// with an idempotency key are refused as unavailable).
     pub controller: Option<skein_proto::replicas::ControllerReplicas>,
+    /// Set once the gateway begins to shut down.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Gateway {
@@ -76,6 +78,23 @@ impl Gateway {
             quotas: Quotas::default(),
             http,
             controller,
+            stopping: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Begins the shutdown: every stream ends with a status that tells its client to resume
+    /// elsewhere (gRPC UNAVAILABLE), and SSE tails end so that browsers reconnect.
+    pub fn begin_shutdown(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Resolves once the shutdown has begun.
+    pub async fn stopping(&self) {
+        let mut stopping = self.stopping.subscribe();
+        let _ = stopping.wait_for(|stopping| *stopping).await;
     }
 }

@@ -21,6 +21,9 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_stream::wrappers::TcpListenerStream;
 
+/// How long the controller's open calls may take to finish on shutdown.
+pub(crate) const CONTROLLER_DRAIN: Duration = Duration::from_secs(3);
+
 #[derive(Debug, Args)]
 pub(crate) struct ControlPlaneArgs {
     /// The catalog's database: postgres://user@host/db, or sqlite:path
@@ -183,7 +186,13 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
     })
     .await?;
     let _ = controller_stop.send(());
-    controller.await?.context("the controller failed")?;
+    // Brokers and gateways hold metadata streams open for as long as they run: give the
+    // calls in flight a moment, then close what is left (they fail over to another replica).
+    let mut controller = controller;
+    match tokio::time::timeout(CONTROLLER_DRAIN, &mut controller).await {
+        Ok(served) => served?.context("the controller failed")?,
+        Err(_) => controller.abort(),
+    }
     keeper.abort();
     // Let a standby take over at once rather than after the lease lapses.
     if let Err(e) = catalog

@@ -185,7 +185,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     println!("shutting down: flushing and closing every log");
     let _ = stop.send(());
     let _ = admin_stop.send(());
-    gateway.stop().await?;
+    gateway.stop(std::time::Duration::from_secs(5)).await?;
     server.await?;
     admin.await?.context("the admin API failed")?;
     heartbeats.abort();
@@ -249,9 +249,12 @@ impl DevController {
         })
     }
 
-    async fn stop(self) -> anyhow::Result<()> {
+    async fn stop(mut self) -> anyhow::Result<()> {
         let _ = self.stop.send(());
-        self.server.await?.context("the controller failed")?;
+        match tokio::time::timeout(crate::control_plane::CONTROLLER_DRAIN, &mut self.server).await {
+            Ok(served) => served?.context("the controller failed")?,
+            Err(_) => self.server.abort(),
+        }
         self.keeper.abort();
         self.catalog
             .release_lease(

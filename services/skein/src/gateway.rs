@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -43,6 +44,10 @@ pub(crate) struct GatewayArgs {
     /// The largest request body, in bytes
     #[arg(long, default_value_t = 8 * 1024 * 1024)]
     max_body_bytes: usize,
+    /// On SIGTERM, how long open requests may take to finish before their connections are
+    /// closed (streams end at once, telling their clients to resume elsewhere)
+    #[arg(long, env = "SKEIN_GATEWAY_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
+    shutdown_grace_secs: u64,
 }
 
 /// How the gateway checks tokens.
@@ -124,6 +129,7 @@ pub(crate) fn run(args: GatewayArgs) -> anyhow::Result<()> {
 pub(crate) struct RunningGateway {
     pub(crate) rest: SocketAddr,
     pub(crate) grpc: SocketAddr,
+    gateway: Arc<Gateway>,
     stop: tokio::sync::watch::Sender<bool>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     grpc_server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
@@ -149,6 +155,7 @@ impl RunningGateway {
         let (view, follower) = ClusterView::follow(replicas.clone());
         let authenticator = skein_gateway::auth::Authenticator::new(auth, Some(replicas.clone()));
         let gateway = Gateway::new(view, authenticator, http, Some(replicas));
+        let serving = Arc::clone(&gateway);
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let app = skein_gateway::rest::router(Arc::clone(&gateway))
             .into_make_service_with_connect_info::<SocketAddr>();
@@ -167,7 +174,7 @@ impl RunningGateway {
                 })
                 .await
         });
-        let routes = skein_gateway::grpc::routes(gateway).await;
+        let routes = skein_gateway::grpc::routes(Arc::clone(&gateway)).await;
         let mut grpc_stopped = stopped;
         let grpc_server = tokio::spawn(
             tonic::transport::Server::builder()
@@ -191,6 +198,7 @@ impl RunningGateway {
         Ok(Self {
             rest,
             grpc,
+            gateway: serving,
             stop,
             server,
             grpc_server,
@@ -198,14 +206,33 @@ impl RunningGateway {
         })
     }
 
-    pub(crate) async fn stop(self) -> anyhow::Result<()> {
+    /// Stops accepting, ends every stream (their clients resume on another replica), and
+    /// waits up to `grace` for the requests still open; connections still open after that
+    /// are closed.
+    pub(crate) async fn stop(mut self, grace: Duration) -> anyhow::Result<()> {
+        self.gateway.begin_shutdown();
         let _ = self.stop.send(true);
-        self.server.await?.context("the gateway failed")?;
-        self.grpc_server
-            .await?
-            .context("the gateway's gRPC failed")?;
+        let drained = tokio::time::timeout(grace, async {
+            (&mut self.server).await?.context("the gateway failed")?;
+            (&mut self.grpc_server)
+                .await?
+                .context("the gateway's gRPC failed")?;
+            anyhow::Ok(())
+        })
+        .await;
         self.follower.abort();
-        Ok(())
+        match drained {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::warn!(
+                    grace_secs = grace.as_secs_f64(),
+                    "connections were still open after the shutdown grace; closing them"
+                );
+                self.server.abort();
+                self.grpc_server.abort();
+                Ok(())
+            }
+        }
     }
 }
 
@@ -228,5 +255,7 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
     }
-    gateway.stop().await
+    gateway
+        .stop(Duration::from_secs(args.shutdown_grace_secs))
+        .await
 }

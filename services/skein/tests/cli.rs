@@ -300,7 +300,9 @@ fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
         .arg(child.id().to_string())
         .status()
         .unwrap();
-    assert!(child.wait().unwrap().success());
+    assert!(
+        common::processes::exits_within(&mut child, common::processes::SHUTDOWN_BOUND).success()
+    );
 
     std::fs::write(&config, "[broker]\nnot_a_setting = 1\n").unwrap();
     let out = common::dev::command(&data.path().join("data"))
@@ -407,7 +409,9 @@ fn control_plane_serves_the_admin_api_on_postgres_until_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
-    assert!(child.wait().unwrap().success());
+    assert!(
+        common::processes::exits_within(&mut child, common::processes::SHUTDOWN_BOUND).success()
+    );
     // Without any admin credential it refuses to start.
     let out = Command::new(SKEIN)
         .args(["control-plane", "--database-url", &url])

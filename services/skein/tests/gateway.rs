@@ -224,6 +224,10 @@ fn start_gateway(controller: &str, jwks: &str) -> (Process, String, String) {
             "skein",
             "--cors-origin",
             "*",
+            // A client may keep a connection open through the shutdown: the gateway closes
+            // it after this long.
+            "--shutdown-grace-secs",
+            "3",
         ],
     )
 }
@@ -778,6 +782,20 @@ mod grpc {
             }
         }
 
+        /// The status the stream ends with, skipping what comes before it; fails after
+        /// `wait`, or if the stream ends without one.
+        pub(crate) async fn end(&mut self, wait: Duration) -> tonic::Status {
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                match tokio::time::timeout_at(deadline, self.responses.message()).await {
+                    Err(_) => panic!("the stream was still open after {wait:?}"),
+                    Ok(Ok(Some(_))) => {}
+                    Ok(Ok(None)) => panic!("the stream ended without a status"),
+                    Ok(Err(status)) => return status,
+                }
+            }
+        }
+
         pub(crate) async fn commit(&self, generation: i32, offsets: &BTreeMap<i32, i64>) {
             let commit = pb::Commit {
                 offsets: offsets
@@ -1156,7 +1174,10 @@ fn grpc_streams_end_at_token_expiry_and_resume_from_tokens_and_committed_offsets
         let mut seen: Vec<(i32, i64)> = Vec::new();
         let mut resume = String::new();
         let ended = loop {
-            match stream.responses.message().await {
+            let message = tokio::time::timeout(Duration::from_secs(30), stream.responses.message())
+                .await
+                .expect("the stream ends within 30 s of its token's expiry");
+            match message {
                 Ok(Some(pb::ConsumeResponse {
                     kind: Some(pb::consume_response::Kind::Records(batch)),
                 })) => {
@@ -1265,8 +1286,66 @@ fn grpc_streams_end_at_token_expiry_and_resume_from_tokens_and_committed_offsets
             }
         }
         drop(member);
-        drop(client);
+
+        // A stream open when its gateway is told to stop ends with UNAVAILABLE, telling its
+        // client to resume elsewhere. The reflection connection above is still open and idle
+        // with a response unread: neither holds the gateway's shutdown up.
+        let latest = pb::Subscribe {
+            topic: "events".into(),
+            mode: Some(pb::subscribe::Mode::Partitions(
+                pb::PartitionsSubscription {
+                    start: pb::StartFrom::Latest as i32,
+                    ..Default::default()
+                },
+            )),
+            credit: None,
+        };
+        let mut open = consume(&mut client, &svc, latest).await.unwrap();
+        assert!(matches!(
+            open.next(Duration::from_secs(10)).await,
+            Some(pb::consume_response::Kind::Assignment(_))
+        ));
+        // So does a ProduceStream whose client still has records to send; what was reported
+        // is written.
+        let (producing, receiver) = tokio::sync::mpsc::channel(16);
+        let mut reports = client
+            .produce_stream(authorized(
+                tokio_stream::wrappers::ReceiverStream::new(receiver),
+                &svc,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        for sequence in 0..5_u64 {
+            let mut r = record("k", &format!("late{sequence}"));
+            r.partition = Some(0);
+            producing
+                .send(pb::ProduceStreamRequest {
+                    topic: "events".into(),
+                    sequence,
+                    record: Some(r),
+                })
+                .await
+                .unwrap();
+            let report = tokio::time::timeout(Duration::from_secs(10), reports.message())
+                .await
+                .expect("a report")
+                .unwrap()
+                .expect("a report");
+            assert_eq!(report.sequence, sequence);
+            assert_eq!(report.result.map(|r| r.code), Some(0));
+        }
         cluster.restart_gateway(0);
+        let ended = open.end(Duration::from_secs(10)).await;
+        assert_eq!(ended.code(), tonic::Code::Unavailable, "{ended:?}");
+        let ended = tokio::time::timeout(Duration::from_secs(10), reports.message())
+            .await
+            .expect("the produce stream ends");
+        assert_eq!(
+            ended.map(|m| m.is_some()).map_err(|s| s.code()),
+            Err(tonic::Code::Unavailable)
+        );
+        drop((open, producing, reports, client, answers, reflection));
         let mut client = grpc::client(&cluster.grpc[0]).await;
         wait_for_grpc_topic(&mut client, &svc).await;
         let mut member = consume(&mut client, &svc, group("events", "keeper", 100))
@@ -1582,7 +1661,17 @@ fn sse_events(
     last_event_id: Option<&str>,
     count: usize,
 ) -> Vec<(String, Value)> {
-    use std::io::{BufRead, BufReader, Write};
+    sse_read(&mut sse_open(gateway, token, topic, last_event_id), count)
+}
+
+/// A tail of `topic` from the start, or after `last_event_id`.
+fn sse_open(
+    gateway: &str,
+    token: &str,
+    topic: &str,
+    last_event_id: Option<&str>,
+) -> std::io::BufReader<std::net::TcpStream> {
+    use std::io::Write;
     let mut stream = std::net::TcpStream::connect(gateway).unwrap();
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(20)))
@@ -1594,50 +1683,83 @@ fn sse_events(
          Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n{resume}\r\n"
     )
     .unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut events = Vec::new();
+    std::io::BufReader::new(stream)
+}
+
+/// The next `count` events: (id, data).
+fn sse_read(
+    reader: &mut std::io::BufReader<std::net::TcpStream>,
+    count: usize,
+) -> Vec<(String, Value)> {
+    (0..count)
+        .map(|_| sse_next(reader).expect("the stream ended"))
+        .collect()
+}
+
+/// The next event, or `None` when the stream ends.
+fn sse_next(reader: &mut std::io::BufReader<std::net::TcpStream>) -> Option<(String, Value)> {
+    use std::io::BufRead;
     let mut id = String::new();
-    while events.len() < count {
+    loop {
         let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended");
+        if reader.read_line(&mut line).unwrap() == 0 {
+            return None;
+        }
         let line = line.trim_end();
         if let Some(rest) = line.strip_prefix("id:") {
             id = rest.trim().to_owned();
         } else if let Some(rest) = line.strip_prefix("data:") {
-            events.push((id.clone(), serde_json::from_str(rest.trim()).unwrap()));
+            return Some((id, serde_json::from_str(rest.trim()).unwrap()));
         }
     }
-    events
 }
 
 #[test]
 fn the_sse_tail_resumes_from_last_event_id_losing_and_repeating_nothing() {
-    let cluster = Cluster::start(&["acme"], 1);
+    let mut cluster = Cluster::start(&["acme"], 1);
     cluster.topic("acme", "feed", 2);
     // One binding, so the topic being visible means the permission has arrived too.
     cluster.allow("acme", "svc", "TOPIC", "feed", "ALL");
     let svc = token("acme", "svc", json!({}));
     cluster.wait_for_topic(&svc, "feed");
-    let records: Vec<Value> = (0..10)
-        .map(|i| json!({"value": i, "partition": i % 2}))
-        .collect();
-    let body = json!({ "records": records }).to_string();
-    assert_eq!(
-        cluster
-            .call(0, "POST", "/v1/topics/feed/records", &svc, &body)
-            .status,
-        200
-    );
-    let first = sse_events(&cluster.gateways[0], &svc, "feed", None, 4);
+    let produce = |cluster: &Cluster, values: std::ops::Range<i64>| {
+        let records: Vec<Value> = values
+            .map(|i| json!({"value": i, "partition": i % 2}))
+            .collect();
+        let body = json!({ "records": records }).to_string();
+        assert_eq!(
+            cluster
+                .call(0, "POST", "/v1/topics/feed/records", &svc, &body)
+                .status,
+            200
+        );
+    };
+    produce(&cluster, 0..10);
+    // A tail open when its gateway stops ends (so that EventSource reconnects), and resumes
+    // on the new one from the last event id it received.
+    let mut tail = sse_open(&cluster.gateways[0], &svc, "feed", None);
+    let mut first = sse_read(&mut tail, 4);
+    cluster.restart_gateway(0);
+    while let Some(event) = sse_next(&mut tail) {
+        first.push(event);
+    }
     let (resume_id, _) = first.last().unwrap().clone();
-    let rest = sse_events(&cluster.gateways[0], &svc, "feed", Some(&resume_id), 6);
+    cluster.wait_for_topic(&svc, "feed");
+    produce(&cluster, 10..20);
+    let rest = sse_events(
+        &cluster.gateways[0],
+        &svc,
+        "feed",
+        Some(&resume_id),
+        20 - first.len(),
+    );
     let mut values: Vec<i64> = first
         .iter()
         .chain(&rest)
         .map(|(_, data)| data["value"].as_i64().unwrap())
         .collect();
     values.sort_unstable();
-    assert_eq!(values, (0..10).collect::<Vec<_>>(), "each record once");
+    assert_eq!(values, (0..20).collect::<Vec<_>>(), "each record once");
     // Each event id is the positions after its record.
     for (id, data) in first.iter().chain(&rest) {
         let own = format!(

@@ -356,7 +356,14 @@ impl Session {
                 }))
                 .await;
         }
-        let end = self.serve(&mut client).await;
+        let gateway = Arc::clone(&self.gateway);
+        let end = tokio::select! {
+            end = self.serve(&mut client) => end,
+            () = gateway.stopping() => End::Failed(Status::unavailable(
+                "the gateway is shutting down; resume on another with the last resume token \
+                 (or the group's committed offsets)",
+            )),
+        };
         if let Source::Group { consumer, .. } = self.source {
             if let Err(e) = consumer.close().await {
                 tracing::debug!(error = %e, "leaving the group failed");

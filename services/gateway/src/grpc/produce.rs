@@ -3,6 +3,7 @@
 //! have no report yet, writes what has arrived as one batch, and reports each record in
 //! order.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -85,10 +86,20 @@ pub(super) fn stream(
     let (queue, mut queued) = tokio::sync::mpsc::channel::<pb::ProduceStreamRequest>(WINDOW);
     let failed = reports.clone();
     // Reads ahead into a bounded queue: when it is full the client is held back by HTTP/2
-    // flow control.
+    // flow control. It reads nothing more once the gateway begins to shut down.
+    let reader_gateway = Arc::clone(&gateway);
+    let cut_off = Arc::new(AtomicBool::new(false));
+    let reader_cut_off = Arc::clone(&cut_off);
     tokio::spawn(async move {
         loop {
-            match inbound.message().await {
+            let next = tokio::select! {
+                next = inbound.message() => next,
+                () = reader_gateway.stopping() => {
+                    reader_cut_off.store(true, Ordering::Release);
+                    return;
+                }
+            };
+            match next {
                 Ok(Some(message)) => {
                     if queue.send(message).await.is_err() {
                         return;
@@ -103,6 +114,7 @@ pub(super) fn stream(
         }
     });
     tokio::spawn(async move {
+        // What was read ahead is written and reported even when the gateway is stopping.
         while let Some(first) = queued.recv().await {
             if call
                 .caller
@@ -157,6 +169,15 @@ pub(super) fn stream(
                 }
                 start = end;
             }
+        }
+        if cut_off.load(Ordering::Acquire) {
+            // The client may have more to send: tell it to send that elsewhere.
+            let _ = reports
+                .send(Err(Status::unavailable(
+                    "the gateway is shutting down; reconnect and send the records that have no \
+                     report",
+                )))
+                .await;
         }
     });
     ReceiverStream::new(receiver)

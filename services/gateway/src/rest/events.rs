@@ -182,9 +182,12 @@ pub async fn events(
                 )
             });
             // A client that went away ends the tail at once, records or not.
+            // The tail ends when the gateway shuts down too: EventSource reconnects (to
+            // another replica) and resumes from the last event id.
             let batches = tokio::select! {
                 batches = futures::future::join_all(reads) => batches,
                 () = sender.closed() => return,
+                () = gateway.stopping() => return,
             };
             let partitions: Vec<i32> = positions.keys().copied().collect();
             for (partition, batch) in partitions.into_iter().zip(batches) {

@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 pub const SKEIN: &str = env!("CARGO_BIN_EXE_skein");
 pub const TOKEN: &str = "cluster-test-token";
@@ -49,7 +50,7 @@ impl Process {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let status = self.child.wait().unwrap();
+        let status = exits_within(&mut self.child, SHUTDOWN_BOUND);
         assert!(status.success(), "exited with {status}");
     }
 }
@@ -60,6 +61,30 @@ impl Drop for Process {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// Longer than any process's shutdown grace: a process still running this long after
+/// SIGTERM or SIGINT is stuck.
+pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(60);
+
+/// Waits for `child` to exit; one still running after `within` is killed, and the test
+/// fails rather than hangs.
+pub fn exits_within(child: &mut Child, within: Duration) -> ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "process {} was still running {within:?} after it was asked to stop",
+                child.id()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
