@@ -31,7 +31,9 @@ fn kafkajs_round_trip_with_a_consumer_group() {
         "{}/../../tests/clients/kafkajs_roundtrip.js",
         env!("CARGO_MANIFEST_DIR")
     );
-    let out = Command::new("node")
+    // A client that hangs fails the test after five minutes instead of holding it up.
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", "300", "node"])
         .arg(&script)
         .arg(broker.bootstrap())
         .env("NODE_PATH", node_modules())

@@ -25,7 +25,9 @@ fn run_client(script: &str, broker: &TestBroker, args: &[&str]) {
         "{}/../../tests/clients/{script}",
         env!("CARGO_MANIFEST_DIR")
     );
-    let out = Command::new(&python)
+    // A client that hangs fails the test after five minutes instead of holding it up.
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", "300", python.as_str()])
         .arg(&path)
         .arg(broker.bootstrap())
         .args(args)

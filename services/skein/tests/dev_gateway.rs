@@ -13,7 +13,7 @@ use common::processes::python;
 
 fn curl(args: &[&str]) -> String {
     let out = Command::new("curl")
-        .args(["-sS", "--fail-with-body"])
+        .args(["-sS", "--fail-with-body", "--max-time", "60"])
         .args(args)
         .output()
         .expect("curl is installed (.ci/run installs it)");
@@ -64,7 +64,8 @@ fn the_readme_walkthrough_produces_with_curl_and_consumes_over_grpc() {
         "{}/../../tests/clients/grpc_consume.py",
         env!("CARGO_MANIFEST_DIR")
     );
-    let out = Command::new(&python)
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", "120", python.as_str()])
         .arg(script)
         .args(["--gateway", &dev.grpc, "--token", &dev.dev_token])
         .args(["--topic", "orders", "--group", "billing", "--max", "2"])

@@ -38,7 +38,9 @@ fn fuzz(
         "{}/../../tests/clients/schemathesis_run.py",
         env!("CARGO_MANIFEST_DIR")
     );
-    let out = Command::new(python)
+    // A run that hangs fails after 15 minutes instead of holding the suite up.
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", "900", python])
         .arg(&script)
         .arg(base)
         .arg(format!("{base}/openapi.json"))

@@ -23,17 +23,31 @@ impl Process {
             .spawn()
             .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut first_line = String::new();
-        stdout.read_line(&mut first_line).unwrap();
-        assert!(!first_line.is_empty(), "the process exited before starting");
-        // Keep draining its output so it never blocks on a full pipe.
+        let (first, started) = std::sync::mpsc::channel();
+        // Reads the first line, then keeps draining the output so that the process never
+        // blocks on a full pipe.
         std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = stdout.read_line(&mut line);
+            let _ = first.send(line);
             let mut sink = String::new();
             while stdout.read_line(&mut sink).is_ok_and(|n| n > 0) {
                 sink.clear();
             }
         });
-        Self { child, first_line }
+        let mut process = Self {
+            child,
+            first_line: String::new(),
+        };
+        // Dropping `process` on failure kills the child.
+        process.first_line = started
+            .recv_timeout(STARTUP_BOUND)
+            .expect("the process said nothing for 60 s after it started");
+        assert!(
+            !process.first_line.is_empty(),
+            "the process exited before starting"
+        );
+        process
     }
 
     pub fn stop(mut self) {
@@ -63,6 +77,9 @@ impl Drop for Process {
         }
     }
 }
+
+/// A process that has not said it is serving this long after it started is stuck.
+pub const STARTUP_BOUND: Duration = Duration::from_secs(60);
 
 /// Longer than any process's shutdown grace: a process still running this long after
 /// SIGTERM or SIGINT is stuck.
@@ -170,7 +187,9 @@ pub fn client(python: &str, bootstrap: &str, args: &[&str]) -> String {
 /// Runs `tests/clients/<name>` with the bootstrap address and `args`; answers its output.
 pub fn script(python: &str, name: &str, bootstrap: &str, args: &[&str]) -> String {
     let script = format!("{}/../../tests/clients/{name}", env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python)
+    // A client that hangs fails the test after five minutes instead of holding it up.
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", "300", python])
         .arg(script)
         .arg(bootstrap)
         .args(args)
