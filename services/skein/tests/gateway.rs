@@ -848,6 +848,7 @@ fn grpc_produce_and_consume_cross_with_native_clients_and_keep_to_credit() {
     let cluster = Cluster::start(&["acme"], 1);
     cluster.topic("acme", "orders", 1);
     cluster.topic("acme", "events", 6);
+    cluster.topic("acme", "cutoff", 1);
     // The group binding first: a gateway that sees the topic binding (waited for below)
     // has seen every binding made before it.
     cluster.allow("acme", "svc", "GROUP", "*", "ALL");
@@ -857,6 +858,7 @@ fn grpc_produce_and_consume_cross_with_native_clients_and_keep_to_credit() {
     let writer = token("acme", "writer", json!({}));
     cluster.wait_for_topic(&svc, "orders");
     cluster.wait_for_topic(&svc, "events");
+    cluster.wait_for_topic(&svc, "cutoff");
     let bootstrap = cluster.bootstrap["acme"].clone();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
@@ -982,6 +984,64 @@ fn grpc_produce_and_consume_cross_with_native_clients_and_keep_to_credit() {
             }
         }
         assert_eq!(sequences, (0..61).collect::<Vec<_>>());
+
+        // A ProduceStream whose client side breaks off (here: a message over the 4 MB limit
+        // after 300 small ones) ends with that error; what was written was reported, and
+        // nothing read ahead is written after the break (the client resends what has no
+        // report).
+        let (sender, receiver) = mpsc::channel(512);
+        for sequence in 0..301_u64 {
+            let mut record = grpc::record("k", &format!("c{sequence}"));
+            if sequence == 300 {
+                record.value = Some(vec![b'x'; 5 * 1024 * 1024]);
+            }
+            sender
+                .send(pb::ProduceStreamRequest {
+                    topic: "cutoff".into(),
+                    sequence,
+                    record: Some(record),
+                })
+                .await
+                .unwrap();
+        }
+        drop(sender);
+        let mut reports = client
+            .produce_stream(authorized(ReceiverStream::new(receiver), &svc))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut reported = 0;
+        let broke = loop {
+            match tokio::time::timeout(Duration::from_secs(30), reports.message())
+                .await
+                .expect("a report or the end")
+            {
+                Ok(Some(report)) => {
+                    assert_eq!(report.sequence, reported);
+                    assert_eq!(report.result.map(|r| r.code), Some(0));
+                    reported += 1;
+                }
+                Ok(None) => panic!("the stream ended without the error"),
+                Err(status) => break status,
+            }
+        };
+        assert_eq!(broke.code(), tonic::Code::OutOfRange, "{broke:?}");
+        // Wait out anything still being written, then count.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let read = cluster.call(
+            0,
+            "GET",
+            "/v1/topics/cutoff/partitions/0/records?offset=0&max_records=1000",
+            &svc,
+            "",
+        );
+        assert_eq!(read.status, 200, "{}", read.body);
+        let written: Value = serde_json::from_str(&read.body).unwrap();
+        assert_eq!(
+            written["records"].as_array().unwrap().len() as u64,
+            reported,
+            "every record written was reported"
+        );
 
         // A writer without READ cannot consume; without a token nothing at all.
         let refused = consume(&mut client, &writer, group("events", "g", 10)).await;

@@ -3,11 +3,11 @@
 //! have no report yet, writes what has arrived as one batch, and reports each record in
 //! order.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use skein_client::{ProduceRecord, RecordHeader};
 use skein_proto::gateway as pb;
 use tokio_stream::wrappers::ReceiverStream;
@@ -77,6 +77,15 @@ pub(super) async fn unary(
     Ok(produced.outcomes.into_iter().map(result).collect())
 }
 
+/// Why a ProduceStream's reader stopped before the client closed its side.
+#[derive(Clone)]
+enum ReadEnd {
+    /// The gateway is shutting down.
+    Stopping,
+    /// The client's side broke off.
+    Broken(Status),
+}
+
 pub(super) fn stream(
     gateway: Arc<Gateway>,
     call: Call,
@@ -84,20 +93,16 @@ pub(super) fn stream(
 ) -> ReceiverStream<Result<pb::ProduceReport, Status>> {
     let (reports, receiver) = tokio::sync::mpsc::channel(WINDOW);
     let (queue, mut queued) = tokio::sync::mpsc::channel::<pb::ProduceStreamRequest>(WINDOW);
-    let failed = reports.clone();
     // Reads ahead into a bounded queue: when it is full the client is held back by HTTP/2
     // flow control. It reads nothing more once the gateway begins to shut down.
     let reader_gateway = Arc::clone(&gateway);
-    let cut_off = Arc::new(AtomicBool::new(false));
-    let reader_cut_off = Arc::clone(&cut_off);
+    let read_end: Arc<Mutex<Option<ReadEnd>>> = Arc::default();
+    let reader_end = Arc::clone(&read_end);
     tokio::spawn(async move {
-        loop {
+        let end = loop {
             let next = tokio::select! {
                 next = inbound.message() => next,
-                () = reader_gateway.stopping() => {
-                    reader_cut_off.store(true, Ordering::Release);
-                    return;
-                }
+                () = reader_gateway.stopping() => break ReadEnd::Stopping,
             };
             match next {
                 Ok(Some(message)) => {
@@ -106,16 +111,22 @@ pub(super) fn stream(
                     }
                 }
                 Ok(None) => return,
-                Err(status) => {
-                    let _ = failed.send(Err(status)).await;
-                    return;
-                }
+                Err(status) => break ReadEnd::Broken(status),
             }
-        }
+        };
+        // Set before `queue` is dropped, so the writer sees it before the queue's end.
+        *reader_end.lock() = Some(end);
     });
     tokio::spawn(async move {
-        // What was read ahead is written and reported even when the gateway is stopping.
         while let Some(first) = queued.recv().await {
+            // What was read ahead is written and reported when the gateway is stopping; when
+            // the client's side broke, no report could reach it, so nothing more is written
+            // (the client resends what has no report).
+            let end = read_end.lock().clone();
+            if let Some(ReadEnd::Broken(status)) = end {
+                let _ = reports.send(Err(status)).await;
+                return;
+            }
             if call
                 .caller
                 .expires_at
@@ -170,14 +181,21 @@ pub(super) fn stream(
                 start = end;
             }
         }
-        if cut_off.load(Ordering::Acquire) {
+        let end = read_end.lock().clone();
+        match end {
+            None => {}
+            Some(ReadEnd::Broken(status)) => {
+                let _ = reports.send(Err(status)).await;
+            }
             // The client may have more to send: tell it to send that elsewhere.
-            let _ = reports
-                .send(Err(Status::unavailable(
-                    "the gateway is shutting down; reconnect and send the records that have no \
-                     report",
-                )))
-                .await;
+            Some(ReadEnd::Stopping) => {
+                let _ = reports
+                    .send(Err(Status::unavailable(
+                        "the gateway is shutting down; reconnect and send the records that \
+                         have no report",
+                    )))
+                    .await;
+            }
         }
     });
     ReceiverStream::new(receiver)
