@@ -127,6 +127,14 @@ elif PHASE == "create-topic":
                 raise
             time.sleep(0.2)
     print(json.dumps({"created": name, "tries": tries}))
+elif PHASE == "try-create-topic":
+    # Creates NAME with PARTITIONS partitions once; prints the Kafka error's name, or null.
+    name, partitions = sys.argv[3], int(sys.argv[4])
+    try:
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(15)
+        print(json.dumps({"error": None}))
+    except KafkaException as e:
+        print(json.dumps({"error": e.args[0].name(), "message": e.args[0].str()}))
 elif PHASE == "topics":
     print(json.dumps(topics()))
 elif PHASE == "count":

@@ -9,6 +9,13 @@ pub enum CatalogError {
     NotFound { what: &'static str, name: String },
     #[error("invalid {what}: {reason}")]
     Invalid { what: &'static str, reason: String },
+    /// The change would take the tenant past one of its quotas.
+    #[error("the tenant's {what} quota is {limit}; this would make it {requested}")]
+    QuotaExceeded {
+        what: &'static str,
+        limit: i64,
+        requested: i64,
+    },
     /// A compare-and-set lost: the row changed since it was read.
     #[error("{what} changed concurrently (expected epoch {expected})")]
     Conflict { what: &'static str, expected: i64 },

@@ -142,6 +142,7 @@ impl Catalog {
             created_at: now_ms(),
         };
         let mut tx = self.pool.begin().await?;
+        check_partitions_quota(&mut tx, tenant_id, i64::from(partitions)).await?;
         sqlx::query(
             "INSERT INTO topics (id, tenant_id, name, partitions, replication_factor, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -313,6 +314,18 @@ impl Catalog {
         validate_placement(placement)?;
         let new_count = i64::from(expected_count) + placement.len() as i64;
         let mut tx = self.pool.begin().await?;
+        let tenant: Option<String> =
+            sqlx::query_scalar("SELECT tenant_id FROM topics WHERE id = $1")
+                .bind(topic_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some(tenant) = tenant else {
+            return Err(CatalogError::NotFound {
+                what: "topic",
+                name: topic_id.to_owned(),
+            });
+        };
+        check_partitions_quota(&mut tx, &tenant, placement.len() as i64).await?;
         let updated =
             sqlx::query("UPDATE topics SET partitions = $1 WHERE id = $2 AND partitions = $3")
                 .bind(new_count)
@@ -404,6 +417,43 @@ fn topic_row(row: &sqlx::any::AnyRow, configs: BTreeMap<String, String>) -> Resu
         configs,
         created_at: row.try_get("created_at")?,
     })
+}
+
+/// Refuses `adding` more partitions when they would take the tenant past its tenant-wide
+/// `partitions` quota. The tenant's row is locked first (a no-op update), so concurrent
+/// creations are counted one after the other and cannot overshoot together.
+async fn check_partitions_quota(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    tenant_id: &str,
+    adding: i64,
+) -> Result<()> {
+    sqlx::query("UPDATE tenants SET id = id WHERE id = $1")
+        .bind(tenant_id)
+        .execute(&mut **tx)
+        .await?;
+    let limit: Option<Option<i64>> = sqlx::query_scalar(
+        "SELECT partitions FROM quotas WHERE tenant_id = $1 AND principal_id = ''",
+    )
+    .bind(tenant_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(limit) = limit.flatten() else {
+        return Ok(());
+    };
+    let used: i64 = sqlx::query_scalar(
+        "SELECT CAST(COALESCE(SUM(partitions), 0) AS BIGINT) FROM topics WHERE tenant_id = $1",
+    )
+    .bind(tenant_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    if used + adding > limit {
+        return Err(CatalogError::QuotaExceeded {
+            what: "partitions",
+            limit,
+            requested: used + adding,
+        });
+    }
+    Ok(())
 }
 
 async fn insert_partition(

@@ -49,6 +49,7 @@ async fn suite(catalog: &Catalog) {
     acl_evaluation_table(catalog).await;
     api_keys(catalog).await;
     quotas(catalog).await;
+    partitions_quota(catalog).await;
     brokers_and_producer_ids(catalog).await;
     leases(catalog).await;
     idempotency_keys(catalog).await;
@@ -548,6 +549,101 @@ async fn api_keys(catalog: &Catalog) {
         catalog.create_api_key("no-such-principal").await,
         Err(CatalogError::NotFound { .. })
     ));
+}
+
+/// The tenant-wide `partitions` quota bounds the partitions of all the tenant's topics, on
+/// creation and on growth, and concurrent creations cannot overshoot it together.
+async fn partitions_quota(catalog: &Catalog) {
+    let tenant = catalog.create_tenant("quota-co").await.unwrap();
+    let topic = |name: &str, partitions: usize| NewTopic {
+        name: name.to_owned(),
+        placement: vec![vec![1]; partitions],
+        configs: BTreeMap::new(),
+    };
+    // Without a quota, nothing is refused.
+    catalog
+        .create_topic(&tenant.id, &topic("free", 8))
+        .await
+        .unwrap();
+    let limit = |partitions: Option<i64>| Quota {
+        partitions,
+        ..Quota::default()
+    };
+    catalog
+        .set_quota(&tenant.id, None, &limit(Some(12)))
+        .await
+        .unwrap();
+    // A principal's quota does not count: topics belong to the tenant.
+    let bob = catalog
+        .create_principal(&tenant.id, PrincipalKind::User, "bob")
+        .await
+        .unwrap();
+    catalog
+        .set_quota(&tenant.id, Some(&bob.id), &limit(Some(1)))
+        .await
+        .unwrap();
+    let small = catalog
+        .create_topic(&tenant.id, &topic("small", 3))
+        .await
+        .unwrap();
+    match catalog.create_topic(&tenant.id, &topic("big", 2)).await {
+        Err(CatalogError::QuotaExceeded {
+            what: "partitions",
+            limit: 12,
+            requested: 13,
+        }) => {}
+        other => panic!("expected the quota to refuse: {other:?}"),
+    }
+    assert!(matches!(
+        catalog.topic(&tenant.id, "big").await,
+        Err(CatalogError::NotFound { .. })
+    ));
+    catalog
+        .create_topic(&tenant.id, &topic("last", 1))
+        .await
+        .unwrap();
+    // Growing counts too, and a refused growth changes nothing.
+    assert!(matches!(
+        catalog.add_partitions(&small.id, 3, &[vec![1]]).await,
+        Err(CatalogError::QuotaExceeded { .. })
+    ));
+    assert_eq!(catalog.partitions(&small.id).await.unwrap().len(), 3);
+    catalog
+        .set_quota(&tenant.id, None, &limit(Some(20)))
+        .await
+        .unwrap();
+    catalog
+        .add_partitions(&small.id, 3, &[vec![1]])
+        .await
+        .unwrap();
+    // Racing creations: with room for 7 more, exactly two of four 3-partition topics fit.
+    let racing: Vec<_> = (0..4)
+        .map(|i| {
+            let catalog = catalog.clone();
+            let tenant = tenant.id.clone();
+            let new = topic(&format!("race-{i}"), 3);
+            tokio::spawn(async move { catalog.create_topic(&tenant, &new).await })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for race in racing {
+        outcomes.push(race.await.unwrap());
+    }
+    let created = outcomes.iter().filter(|o| o.is_ok()).count();
+    let refused = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(CatalogError::QuotaExceeded { .. })))
+        .count();
+    assert_eq!((created, refused), (2, 2), "{outcomes:?}");
+    // Removing the limit lifts it.
+    catalog
+        .set_quota(&tenant.id, None, &limit(None))
+        .await
+        .unwrap();
+    catalog
+        .create_topic(&tenant.id, &topic("after", 50))
+        .await
+        .unwrap();
 }
 
 async fn quotas(catalog: &Catalog) {

@@ -94,6 +94,9 @@ impl From<skein_catalog::CatalogError> for Problem {
             CatalogError::Conflict { .. } => {
                 Self::new(StatusCode::CONFLICT, "conflict", e.to_string())
             }
+            CatalogError::QuotaExceeded { .. } => {
+                Self::new(StatusCode::CONFLICT, "quota-exceeded", e.to_string())
+            }
             CatalogError::Corrupt { .. } | CatalogError::Database(_) | CatalogError::Migrate(_) => {
                 tracing::error!(error = %e, "catalog failure");
                 Self::new(

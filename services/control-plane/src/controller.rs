@@ -264,6 +264,7 @@ fn status(e: CatalogError) -> Status {
         CatalogError::NotFound { .. } => Status::not_found(e.to_string()),
         CatalogError::Invalid { .. } => Status::invalid_argument(e.to_string()),
         CatalogError::Conflict { .. } => Status::aborted(e.to_string()),
+        CatalogError::QuotaExceeded { .. } => Status::resource_exhausted(e.to_string()),
         CatalogError::Corrupt { .. } | CatalogError::Database(_) | CatalogError::Migrate(_) => {
             tracing::error!(error = %e, "catalog failure");
             Status::internal("the catalog could not complete the request")

@@ -523,6 +523,15 @@ async fn every_endpoint(server: &Server) {
             Some(json!({"fetch_bytes_per_sec": 65536})),
         )
         .await;
+    // Partitions belong to the tenant's topics, not to a principal.
+    let (status, refused) = server
+        .call(
+            M::PUT,
+            "/v1/tenants/acme/principals/alice/quota",
+            Some(json!({"partitions": 5})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
     let (status, _) = server
         .call(
             M::PUT,

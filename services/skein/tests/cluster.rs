@@ -158,6 +158,42 @@ fn each_tenant_sees_only_its_own_topic_of_the_same_name() {
     );
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("serving the tenant"), "{body}");
+    // beta's partitions quota bounds its topics by every route: beta has 4 partitions.
+    let (status, body) = http(
+        &admin,
+        "PUT",
+        "/v1/tenants/beta/quota",
+        r#"{"partitions":5}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/v1/tenants/beta/topics",
+        r#"{"topic_name":"too-big","partitions_count":2}"#,
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("quota-exceeded"), "{body}");
+    let fits = client(&python, &b_bootstrap, &["try-create-topic", "fits", "1"]);
+    assert!(fits.contains(r#""error": null"#), "{fits}");
+    let over = client(&python, &b_bootstrap, &["try-create-topic", "over", "1"]);
+    assert!(over.contains("POLICY_VIOLATION"), "{over}");
+    assert!(over.contains("quota is 5"), "{over}");
+    let (status, body) = http(
+        &admin,
+        "PATCH",
+        "/v1/tenants/beta/topics/orders",
+        r#"{"partitions_count":4}"#,
+    );
+    assert_eq!(status, 409, "{body}");
+    // acme has no quota and is not held to beta's.
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"wide","partitions_count":8}"#,
+    );
+    assert_eq!(status, 201, "{body}");
     // The admin API keeps them apart too.
     let (_, acme) = http(&admin, "GET", "/v1/tenants/acme/topics", "");
     assert!(

@@ -37,6 +37,8 @@ fn topic_error(err: &TopicError) -> (i16, Option<StrBytes>) {
             tonic::Code::InvalidArgument => ResponseError::InvalidRequest,
             tonic::Code::NotFound => ResponseError::UnknownTopicOrPartition,
             tonic::Code::AlreadyExists => ResponseError::TopicAlreadyExists,
+            // The tenant's partitions quota.
+            tonic::Code::ResourceExhausted => ResponseError::PolicyViolation,
             _ => ResponseError::UnknownServerError,
         },
     };

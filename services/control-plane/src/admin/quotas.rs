@@ -20,6 +20,8 @@ pub struct QuotaLimits {
     pub produce_bytes_per_sec: Option<i64>,
     pub fetch_bytes_per_sec: Option<i64>,
     pub requests_per_sec: Option<i64>,
+    /// The most partitions the tenant's topics may have in all: creating or growing a topic
+    /// past it is refused (409 here, POLICY_VIOLATION to Kafka clients). Tenant-wide only.
     pub partitions: Option<i64>,
 }
 
@@ -150,6 +152,16 @@ pub async fn set_principal(
     Path((tenant, principal)): Path<(String, String)>,
     ApiJson(request): ApiJson<QuotaLimits>,
 ) -> Result<Json<QuotaBody>, Problem> {
+    if request.partitions.is_some() {
+        return Err(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            format!(
+                "partitions limits the tenant's topics, which belong to no principal; set it \
+                 with PUT /v1/tenants/{tenant}/quota"
+            ),
+        ));
+    }
     let owner = find(&state, &tenant).await?;
     let holder = state.catalog.principal(&owner.id, &principal).await?;
     let quota = quota(&request);

@@ -209,7 +209,7 @@ pub async fn get(
 #[utoipa::path(patch, path = "/v1/tenants/{tenant}/topics/{topic}", tag = "topics",
     params(("tenant" = String, Path, description = "Tenant name"), ("topic" = String, Path, description = "Topic name")),
     request_body = UpdateTopic,
-    responses((status = 200, body = TopicBody), (status = 404, body = Problem), (status = 422, body = Problem), (status = 503, body = Problem)))]
+    responses((status = 200, body = TopicBody), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem), (status = 503, body = Problem)))]
 pub async fn update(
     State(state): State<Arc<AdminState>>,
     admin: Admin,
