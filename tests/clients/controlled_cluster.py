@@ -10,6 +10,10 @@ Usage: controlled_cluster.py BOOTSTRAP PHASE
   create-topic NAME: create a topic, retrying while the controller fails over;
   produce-only: 30 keyed records to `orders`; topics: the topics listed;
   count: how many records `orders` holds.
+  try-create-topic NAME PARTITIONS: create a topic once; print the Kafka error's name;
+  metered TOPIC COUNT: produce COUNT records of 10 KB to partition 0 of TOPIC and read them
+          back from the start; print how long each took and the largest throttle time the
+          broker reported to each client.
 Prints one line of JSON; exits non-zero on any failure.
 """
 import json
@@ -135,6 +139,49 @@ elif PHASE == "try-create-topic":
         print(json.dumps({"error": None}))
     except KafkaException as e:
         print(json.dumps({"error": e.args[0].name(), "message": e.args[0].str()}))
+elif PHASE == "metered":
+    topic, count = sys.argv[3], int(sys.argv[4])
+    throttles = {"producer": 0.0, "consumer": 0.0}
+
+    def throttled(who):
+        def record(event):
+            throttles[who] = max(throttles[who], event.throttle_time)
+        return record
+
+    value = b"x" * 10_000
+    producer = Producer({
+        "bootstrap.servers": BOOTSTRAP, "acks": "all", "linger.ms": 5,
+        "throttle_cb": throttled("producer"),
+    })
+    started = time.time()
+    # One record per request, as a client producing steadily sends them.
+    for _ in range(count):
+        producer.produce(topic, value=value, partition=0)
+        assert producer.flush(120) == 0
+    produce_secs = time.time() - started
+    consumer = Consumer({
+        "bootstrap.servers": BOOTSTRAP, "group.id": "metered", "enable.auto.commit": False,
+        "throttle_cb": throttled("consumer"),
+        # About two records per fetch, as a consumer keeping up with a steady flow reads.
+        "fetch.max.bytes": 20_000, "max.partition.fetch.bytes": 20_000, "message.max.bytes": 20_000,
+    })
+    end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    start = end - count
+    started = time.time()
+    consumer.assign([TopicPartition(topic, 0, start)])
+    read = 0
+    while read < count:
+        msg = consumer.poll(1.0)
+        if time.time() - started > 120:
+            raise SystemExit(f"read {read} of {count}")
+        if msg is not None and not msg.error():
+            read += 1
+    fetch_secs = time.time() - started
+    consumer.close()
+    print(json.dumps({
+        "produce_secs": produce_secs, "fetch_secs": fetch_secs,
+        "producer_throttle": throttles["producer"], "consumer_throttle": throttles["consumer"],
+    }))
 elif PHASE == "topics":
     print(json.dumps(topics()))
 elif PHASE == "count":

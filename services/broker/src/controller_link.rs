@@ -142,6 +142,15 @@ impl ControllerLink {
             .collect()
     }
 
+    /// This tenant's tenant-wide quota in a snapshot.
+    pub fn quota_of(&self, snapshot: &pb::MetadataSnapshot) -> Option<pb::Quota> {
+        snapshot
+            .quotas
+            .iter()
+            .find(|q| q.tenant == self.identity.tenant && q.principal.is_none())
+            .cloned()
+    }
+
     /// This tenant's topics in a snapshot.
     pub fn topics_of(&self, snapshot: &pb::MetadataSnapshot) -> Vec<TopicInfo> {
         snapshot

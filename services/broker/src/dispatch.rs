@@ -1,6 +1,8 @@
 //! API key and version -> handler. The ApiVersions answer is derived from [`SUPPORTED`], so
 //! it lists exactly what the handlers implement.
 
+use std::time::Duration;
+
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
@@ -15,6 +17,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::connection::ConnectionError;
 use crate::handler;
+use crate::quota::{throttle_ms, Metered};
 use crate::Broker;
 
 /// What the connection sends back.
@@ -94,6 +97,22 @@ pub(crate) async fn dispatch(
         .client_id
         .as_ref()
         .map_or_else(String::new, |c| c.as_str().to_owned());
+    // Over quota, the request waits here: that holds its connection back, as Kafka mutes a
+    // throttled channel. ApiVersions is never held, so a client can always connect.
+    let request_throttle = if key == ApiKey::ApiVersions {
+        Duration::ZERO
+    } else {
+        broker.quotas.charge(Metered::Requests, 1)
+    };
+    let bytes_debt = match key {
+        ApiKey::Produce => broker.quotas.debt(Metered::ProduceBytes),
+        ApiKey::Fetch => broker.quotas.debt(Metered::FetchBytes),
+        _ => Duration::ZERO,
+    };
+    let hold = request_throttle.max(bytes_debt);
+    if !hold.is_zero() {
+        tokio::time::sleep(hold).await;
+    }
     match key {
         ApiKey::ApiVersions => encode(key, version, id, &handler::api_versions::handle()),
         ApiKey::Metadata => {
@@ -106,17 +125,29 @@ pub(crate) async fn dispatch(
             )
         }
         ApiKey::Produce => {
+            let size = buf.len() as u64;
             let request = ProduceRequest::decode(&mut buf, version).map_err(malformed)?;
             let acks = request.acks;
-            let response = handler::produce::handle(broker, request, version);
+            let mut response = handler::produce::handle(broker, request, version);
+            // Written, then charged: the throttle applies to what comes next.
+            let throttle = broker.quotas.charge(Metered::ProduceBytes, size);
             if acks == 0 {
                 return Ok(Reply::None);
             }
+            response.throttle_time_ms = throttle_ms(throttle.max(request_throttle));
             encode(key, version, id, &response)
         }
         ApiKey::Fetch => {
             let request = FetchRequest::decode(&mut buf, version).map_err(malformed)?;
-            let response = handler::fetch::handle(broker, request, version).await;
+            let mut response = handler::fetch::handle(broker, request, version).await;
+            let size: usize = response
+                .responses
+                .iter()
+                .flat_map(|topic| &topic.partitions)
+                .filter_map(|partition| partition.records.as_ref().map(Bytes::len))
+                .sum();
+            let throttle = broker.quotas.charge(Metered::FetchBytes, size as u64);
+            response.throttle_time_ms = throttle_ms(throttle.max(request_throttle));
             encode(key, version, id, &response)
         }
         ApiKey::ListOffsets => {

@@ -18,6 +18,7 @@ mod group;
 mod handler;
 mod listener;
 mod producer;
+mod quota;
 pub mod topics;
 
 use std::sync::Arc;
@@ -64,6 +65,8 @@ pub struct Broker {
     controller: Option<controller_link::ControllerLink>,
     /// This tenant's ACL bindings, as the controller last sent them.
     acls: parking_lot::RwLock<Vec<skein_auth::AclBinding>>,
+    /// This tenant's quota, as the controller last sent it.
+    quotas: quota::TenantQuotas,
     /// Topics gone from the controller's snapshots, with when; their logs wait out
     /// [`LOG_DELETION_GRACE`].
     doomed: parking_lot::Mutex<Vec<(TopicInfo, std::time::Instant)>>,
@@ -89,11 +92,13 @@ impl Broker {
             .ok_or_else(|| anyhow::anyhow!("the controller closed the metadata stream"))?;
         let topics = TopicRegistry::controlled(link.clone(), link.topics_of(&first));
         let acls = link.acls_of(&first);
+        let quota = link.quota_of(&first);
         let controller = Some(link);
         let broker =
             tokio::task::spawn_blocking(move || Self::open_with(config, topics, controller))
                 .await??;
         *broker.acls.write() = acls;
+        broker.quotas.set(quota);
         Ok((broker, snapshots))
     }
 
@@ -129,6 +134,7 @@ impl Broker {
                                 broker.apply_settings(changed);
                             }
                             *broker.acls.write() = link.acls_of(&snapshot);
+                            broker.quotas.set(link.quota_of(&snapshot));
                         }
                         Ok(None) | Err(_) => {
                             tracing::warn!("metadata stream ended; reopening");
@@ -208,6 +214,7 @@ impl Broker {
             appended: Notify::new(),
             controller,
             acls: parking_lot::RwLock::new(Vec::new()),
+            quotas: quota::TenantQuotas::default(),
             doomed: parking_lot::Mutex::new(Vec::new()),
         });
         // Logs were opened with the broker defaults; give each its topic's settings.

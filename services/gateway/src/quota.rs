@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use skein_proto::controller as pb;
+use skein_quota::Bucket;
 
 use crate::auth::Caller;
 use crate::cluster::View;
@@ -36,33 +37,6 @@ impl Metered {
             Self::Requests => "request rate",
             Self::ProduceBytes => "produce byte rate",
             Self::FetchBytes => "fetch byte rate",
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Bucket {
-    rate: f64,
-    level: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    fn refill(&mut self, rate: f64, now: Instant) {
-        if (self.rate - rate).abs() > f64::EPSILON {
-            self.rate = rate;
-            self.level = self.level.min(rate);
-        }
-        let elapsed = now.duration_since(self.at).as_secs_f64();
-        self.level = (self.level + elapsed * rate).min(rate);
-        self.at = now;
-    }
-
-    fn wait(&self) -> Duration {
-        if self.level >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.level / self.rate)
         }
     }
 }
@@ -121,22 +95,19 @@ impl Quotas {
         for (who, rate) in &limits {
             let bucket = buckets
                 .entry((caller.tenant.clone(), who.clone(), metered))
-                .or_insert(Bucket {
-                    rate: *rate,
-                    level: *rate,
-                    at: now,
-                });
+                .or_insert_with(|| Bucket::new(*rate, now));
             bucket.refill(*rate, now);
             if refuse {
                 // A request larger than a whole second of the rate may still pass when the
                 // bucket is full, else it could never pass.
+                let level = bucket.level();
                 let short = if amount > *rate {
-                    *rate - bucket.level
+                    *rate - level
                 } else {
-                    amount - bucket.level
+                    amount - level
                 };
-                if bucket.level < 0.0 || short > 0.0 {
-                    wait = wait.max(Duration::from_secs_f64(short.max(-bucket.level) / rate));
+                if level < 0.0 || short > 0.0 {
+                    wait = wait.max(Duration::from_secs_f64(short.max(-level) / rate));
                 }
             }
         }
@@ -148,7 +119,7 @@ impl Quotas {
         }
         for (who, _) in limits {
             if let Some(bucket) = buckets.get_mut(&(caller.tenant.clone(), who, metered)) {
-                bucket.level -= amount;
+                bucket.take(amount);
             }
         }
         Ok(())
@@ -160,7 +131,7 @@ impl Quotas {
         [None, Some(caller.name.clone())]
             .into_iter()
             .filter_map(|who| buckets.get(&(caller.tenant.clone(), who, metered)))
-            .map(Bucket::wait)
+            .map(Bucket::debt)
             .max()
             .unwrap_or_default()
     }

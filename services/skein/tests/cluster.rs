@@ -252,3 +252,60 @@ fn the_broker_rides_through_a_controller_failover() {
     b.stop();
     alive.0.stop();
 }
+
+/// Kafka clients are held to the tenant's byte quotas: the broker reports throttle times,
+/// which confluent-kafka sees, and holds the tenant's connections back until the debt is
+/// paid, so the rate over a few seconds stays near the quota. Without a quota nothing is
+/// throttled.
+#[test]
+fn kafka_clients_are_held_to_the_tenants_byte_quotas() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("quotas").unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let (cp, admin, controller) = control_plane(&url);
+    assert_eq!(
+        http(&admin, "POST", "/v1/tenants", r#"{"name":"acme"}"#).0,
+        201
+    );
+    // 100 KB/s each way: 600 KB takes about 5 s past the first second's worth.
+    let limits = r#"{"produce_bytes_per_sec":100000,"fetch_bytes_per_sec":100000}"#;
+    let (status, body) = http(&admin, "PUT", "/v1/tenants/acme/quota", limits);
+    assert_eq!(status, 200, "{body}");
+    let (broker, bootstrap) = broker(&controller, data.path());
+    let (status, body) = http(
+        &admin,
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"metered","partitions_count":1}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    wait_for(|| {
+        client(&python, &bootstrap, &["topics"])
+            .contains("metered")
+            .then_some(())
+    });
+    let metered: serde_json::Value =
+        serde_json::from_str(&client(&python, &bootstrap, &["metered", "metered", "60"])).unwrap();
+    eprintln!("with the quota: {metered}");
+    for (phase, throttle) in [
+        ("produce_secs", "producer_throttle"),
+        ("fetch_secs", "consumer_throttle"),
+    ] {
+        // 600 KB at 100 KB/s with one second's burst: at least 5 s; 3 s leaves room for
+        // the clock, never for a missing limit.
+        assert!(metered[phase].as_f64().unwrap() >= 3.0, "{metered}");
+        assert!(metered[throttle].as_f64().unwrap() > 0.0, "{metered}");
+    }
+    // The quota removed, the same traffic is not throttled.
+    let (status, _) = http(&admin, "DELETE", "/v1/tenants/acme/quota", "");
+    assert_eq!(status, 204);
+    wait_for(|| {
+        let free: serde_json::Value =
+            serde_json::from_str(&client(&python, &bootstrap, &["metered", "metered", "60"]))
+                .unwrap();
+        (free["producer_throttle"] == 0.0 && free["consumer_throttle"] == 0.0).then_some(())
+    });
+    broker.stop();
+    cp.stop();
+}

@@ -1,0 +1,148 @@
+//! The tenant's quotas on the Kafka path, enforced as Kafka does: a request is answered,
+//! the bytes (or the request) are charged to the tenant's bucket, the answer carries the
+//! throttle time (`throttle_time_ms`, which clients honour by backing off), and the next
+//! metered request on any of the tenant's connections waits until the debt is paid.
+//! Kafka clients act as the tenant, so only the tenant-wide quota applies; the gateway's
+//! requests pass here too, so a tenant's rate is bounded however many gateways it uses.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use skein_proto::controller as pb;
+use skein_quota::Bucket;
+
+/// The longest one request is held back, however deep the debt: a large fetch against a
+/// small quota must not hold a connection for longer than clients wait for an answer. The
+/// debt remains, so the next request waits again.
+pub(crate) const MAX_THROTTLE: Duration = Duration::from_secs(5);
+
+/// What a quota meters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Metered {
+    Requests,
+    ProduceBytes,
+    FetchBytes,
+}
+
+impl Metered {
+    fn index(self) -> usize {
+        match self {
+            Self::Requests => 0,
+            Self::ProduceBytes => 1,
+            Self::FetchBytes => 2,
+        }
+    }
+
+    fn rate(self, quota: &pb::Quota) -> Option<i64> {
+        match self {
+            Self::Requests => quota.requests_per_sec,
+            Self::ProduceBytes => quota.produce_bytes_per_sec,
+            Self::FetchBytes => quota.fetch_bytes_per_sec,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    quota: Option<pb::Quota>,
+    buckets: [Option<Bucket>; 3],
+}
+
+/// The tenant-wide quota this broker serves, with its buckets.
+#[derive(Debug, Default)]
+pub(crate) struct TenantQuotas {
+    state: Mutex<State>,
+}
+
+impl TenantQuotas {
+    /// Replaces the limits (from the controller's snapshot); buckets keep their level.
+    pub(crate) fn set(&self, quota: Option<pb::Quota>) {
+        let mut state = self.state.lock();
+        if let Some(quota) = &quota {
+            for metered in [
+                Metered::Requests,
+                Metered::ProduceBytes,
+                Metered::FetchBytes,
+            ] {
+                if metered.rate(quota).is_none_or(|rate| rate <= 0) {
+                    state.buckets[metered.index()] = None;
+                }
+            }
+        } else {
+            state.buckets = Default::default();
+        }
+        state.quota = quota;
+    }
+
+    /// How long a request metered by `metered` waits before it is handled.
+    pub(crate) fn debt(&self, metered: Metered) -> Duration {
+        self.apply(metered, 0.0)
+    }
+
+    /// Charges `amount`; answers the throttle time that leaves (zero when within quota).
+    pub(crate) fn charge(&self, metered: Metered, amount: u64) -> Duration {
+        self.apply(metered, amount as f64)
+    }
+
+    fn apply(&self, metered: Metered, amount: f64) -> Duration {
+        let mut state = self.state.lock();
+        let Some(rate) = state
+            .quota
+            .as_ref()
+            .and_then(|q| metered.rate(q))
+            .filter(|rate| *rate > 0)
+        else {
+            return Duration::ZERO;
+        };
+        let rate = rate as f64;
+        let now = Instant::now();
+        let bucket = state.buckets[metered.index()].get_or_insert_with(|| Bucket::new(rate, now));
+        bucket.refill(rate, now);
+        bucket.take(amount);
+        bucket.debt().min(MAX_THROTTLE)
+    }
+}
+
+/// Milliseconds for a response's `throttle_time_ms`.
+pub(crate) fn throttle_ms(throttle: Duration) -> i32 {
+    i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quota(produce: Option<i64>) -> pb::Quota {
+        pb::Quota {
+            tenant: "acme".into(),
+            produce_bytes_per_sec: produce,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bytes_past_one_second_of_the_rate_are_throttled_in_proportion() {
+        let quotas = TenantQuotas::default();
+        assert_eq!(
+            quotas.charge(Metered::ProduceBytes, 1 << 30),
+            Duration::ZERO
+        );
+        quotas.set(Some(quota(Some(1000))));
+        assert_eq!(quotas.charge(Metered::ProduceBytes, 1000), Duration::ZERO);
+        let throttle = quotas.charge(Metered::ProduceBytes, 500);
+        assert!(
+            throttle > Duration::from_millis(450) && throttle <= Duration::from_millis(500),
+            "{throttle:?}"
+        );
+        assert!(quotas.debt(Metered::ProduceBytes) > Duration::from_millis(400));
+        // Other meters are not limited.
+        assert_eq!(quotas.charge(Metered::FetchBytes, 1 << 30), Duration::ZERO);
+        // A huge debt holds a request back at most MAX_THROTTLE at a time.
+        assert_eq!(quotas.charge(Metered::ProduceBytes, 1 << 20), MAX_THROTTLE);
+        // Lifting the limit clears the debt.
+        quotas.set(Some(quota(None)));
+        assert_eq!(quotas.debt(Metered::ProduceBytes), Duration::ZERO);
+        quotas.set(Some(quota(Some(1000))));
+        assert_eq!(quotas.debt(Metered::ProduceBytes), Duration::ZERO);
+    }
+}
