@@ -23,10 +23,11 @@ import sys
 import tempfile
 import urllib.request
 
-# status_code_conformance and content_type_conformance are left out: the documents do not yet
-# list every status and media type the APIs answer with (401 and 415 on most operations,
-# application/problem+json for every problem).
-CHECKS = "not_a_server_error,response_schema_conformance"
+# Every answer is one the document lists: its status, its media type and its schema.
+CHECKS = (
+    "not_a_server_error,status_code_conformance,content_type_conformance,"
+    "response_schema_conformance"
+)
 
 # Seconds an event stream (text/event-stream) is read before the response counts as complete;
 # a tail never ends by itself.

@@ -159,7 +159,7 @@ fn list_body(tenant: &str, records: Vec<AclRecord>) -> AclList {
 }
 
 /// List the tenant's bindings that the query selects.
-#[utoipa::path(get, path = "/v1/tenants/{tenant}/acls", tag = "acls",
+#[utoipa::path(get, operation_id = "list_acls", path = "/v1/tenants/{tenant}/acls", tag = "acls",
     params(("tenant" = String, Path, description = "Tenant name"), AclQuery),
     responses((status = 200, body = AclList), (status = 400, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
 pub async fn list(
@@ -195,7 +195,7 @@ pub async fn list(
 }
 
 /// Create a binding (creating one that exists changes nothing).
-#[utoipa::path(post, path = "/v1/tenants/{tenant}/acls", tag = "acls",
+#[utoipa::path(post, operation_id = "create_acl", path = "/v1/tenants/{tenant}/acls", tag = "acls",
     params(("tenant" = String, Path, description = "Tenant name")), request_body = CreateAcl,
     responses((status = 201, body = AclBody), (status = 400, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
 pub async fn create(
@@ -222,7 +222,7 @@ pub async fn create(
 
 /// Delete the tenant's bindings that the query selects; answers them. `resource_type` is
 /// required (it may be `ANY`), so that an empty query cannot delete everything by accident.
-#[utoipa::path(delete, path = "/v1/tenants/{tenant}/acls", tag = "acls",
+#[utoipa::path(delete, operation_id = "delete_acls", path = "/v1/tenants/{tenant}/acls", tag = "acls",
     params(("tenant" = String, Path, description = "Tenant name"), AclQuery),
     responses((status = 200, body = AclList), (status = 400, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
 pub async fn delete(

@@ -86,7 +86,7 @@ pub struct ListMetadata {
         topics::delete,
     ),
     components(schemas(Problem, ResourceMetadata, ListMetadata)),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &ProblemResponses),
     security(("admin_token" = []))
 )]
 pub struct AdminApi;
@@ -108,6 +108,85 @@ impl Modify for BearerAuth {
                     .build(),
             ),
         );
+    }
+}
+
+/// Completes every operation's error responses as the API sends them: problem details as
+/// `application/problem+json`, each status described, 401 and 403 on every operation (all
+/// take an admin credential), 400 on those with a query or a body, and 415 on those with a
+/// JSON body.
+struct ProblemResponses;
+
+impl ProblemResponses {
+    fn describe(status: &str) -> &'static str {
+        match status {
+            "400" => "The request is malformed: a path, query or body that does not parse",
+            "401" => "No admin credential, or one that is not valid",
+            "403" => "The token lacks the admin role",
+            "404" => "No such tenant, principal, key or topic",
+            "409" => "It exists already, it changed concurrently, or it would exceed a quota",
+            "415" => "The body is not sent as application/json",
+            "422" => "The request parses but is not valid",
+            "503" => "This control-plane replica is not the active controller; try another",
+            _ => "",
+        }
+    }
+
+    fn problem(status: &str) -> utoipa::openapi::Response {
+        utoipa::openapi::ResponseBuilder::new()
+            .description(Self::describe(status))
+            .content(
+                "application/problem+json",
+                utoipa::openapi::ContentBuilder::new()
+                    .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build()
+    }
+}
+
+impl Modify for ProblemResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ];
+            for operation in operations.into_iter().flatten() {
+                let responses = &mut operation.responses.responses;
+                for (status, response) in responses.iter_mut() {
+                    let utoipa::openapi::RefOr::T(response) = response else {
+                        continue;
+                    };
+                    let is_problem = response.content.get("application/json").is_some_and(|c| {
+                        matches!(&c.schema, Some(utoipa::openapi::RefOr::Ref(r))
+                            if r.ref_location.ends_with("/Problem"))
+                    });
+                    if is_problem {
+                        *response = Self::problem(status);
+                    }
+                }
+                let mut statuses = vec!["401", "403"];
+                let queried =
+                    operation.parameters.iter().flatten().any(|p| {
+                        matches!(p.parameter_in, utoipa::openapi::path::ParameterIn::Query)
+                    });
+                if queried || operation.request_body.is_some() {
+                    statuses.push("400");
+                }
+                if operation.request_body.is_some() {
+                    statuses.push("415");
+                }
+                for status in statuses {
+                    responses
+                        .entry(status.to_owned())
+                        .or_insert_with(|| Self::problem(status).into());
+                }
+            }
+        }
     }
 }
 

@@ -112,7 +112,7 @@ fn key_body(tenant: &str, principal: &str, key: ApiKey) -> ApiKeyBody {
 }
 
 /// List a tenant's principals in name order.
-#[utoipa::path(get, path = "/v1/tenants/{tenant}/principals", tag = "principals",
+#[utoipa::path(get, operation_id = "list_principals", path = "/v1/tenants/{tenant}/principals", tag = "principals",
     params(("tenant" = String, Path, description = "Tenant name"), Page),
     responses((status = 200, body = PrincipalList), (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn list(
@@ -146,7 +146,7 @@ pub async fn list(
 }
 
 /// Create a principal.
-#[utoipa::path(post, path = "/v1/tenants/{tenant}/principals", tag = "principals",
+#[utoipa::path(post, operation_id = "create_principal", path = "/v1/tenants/{tenant}/principals", tag = "principals",
     params(("tenant" = String, Path, description = "Tenant name")), request_body = CreatePrincipal,
     responses((status = 201, body = PrincipalBody), (status = 400, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 pub async fn create(
@@ -166,7 +166,7 @@ pub async fn create(
 }
 
 /// Delete a principal and its API keys.
-#[utoipa::path(delete, path = "/v1/tenants/{tenant}/principals/{principal}", tag = "principals",
+#[utoipa::path(delete, operation_id = "delete_principal", path = "/v1/tenants/{tenant}/principals/{principal}", tag = "principals",
     params(("tenant" = String, Path, description = "Tenant name"), ("principal" = String, Path, description = "Principal name")),
     responses((status = 204), (status = 404, body = Problem)))]
 pub async fn delete(
@@ -184,7 +184,7 @@ pub async fn delete(
 }
 
 /// List a principal's API keys (never their secrets).
-#[utoipa::path(get, path = "/v1/tenants/{tenant}/principals/{principal}/api-keys", tag = "principals",
+#[utoipa::path(get, operation_id = "list_api_keys", path = "/v1/tenants/{tenant}/principals/{principal}/api-keys", tag = "principals",
     params(("tenant" = String, Path, description = "Tenant name"), ("principal" = String, Path, description = "Principal name")),
     responses((status = 200, body = ApiKeyList), (status = 404, body = Problem)))]
 pub async fn list_keys(
@@ -209,7 +209,7 @@ pub async fn list_keys(
 }
 
 /// Issue an API key; its secret is in this response only.
-#[utoipa::path(post, path = "/v1/tenants/{tenant}/principals/{principal}/api-keys", tag = "principals",
+#[utoipa::path(post, operation_id = "create_api_key", path = "/v1/tenants/{tenant}/principals/{principal}/api-keys", tag = "principals",
     params(("tenant" = String, Path, description = "Tenant name"), ("principal" = String, Path, description = "Principal name")),
     responses((status = 201, body = NewApiKeyBody), (status = 404, body = Problem)))]
 pub async fn create_key(
@@ -236,7 +236,7 @@ pub async fn create_key(
 }
 
 /// Revoke an API key.
-#[utoipa::path(delete, path = "/v1/tenants/{tenant}/principals/{principal}/api-keys/{key}", tag = "principals",
+#[utoipa::path(delete, operation_id = "revoke_api_key", path = "/v1/tenants/{tenant}/principals/{principal}/api-keys/{key}", tag = "principals",
     params(("tenant" = String, Path, description = "Tenant name"), ("principal" = String, Path, description = "Principal name"), ("key" = String, Path, description = "API key id")),
     responses((status = 204), (status = 404, body = Problem)))]
 pub async fn revoke_key(

@@ -77,7 +77,7 @@ fn body(tenant: &str, principal: Option<String>, quota: &Quota) -> QuotaBody {
 }
 
 /// List a tenant's quotas: the tenant-wide one and each principal's.
-#[utoipa::path(get, path = "/v1/tenants/{tenant}/quotas", tag = "quotas",
+#[utoipa::path(get, operation_id = "list_quotas", path = "/v1/tenants/{tenant}/quotas", tag = "quotas",
     params(("tenant" = String, Path, description = "Tenant name")),
     responses((status = 200, body = QuotaList), (status = 404, body = Problem)))]
 pub async fn list(
@@ -111,7 +111,7 @@ pub async fn list(
 }
 
 /// Set (replace) the tenant-wide quota.
-#[utoipa::path(put, path = "/v1/tenants/{tenant}/quota", tag = "quotas",
+#[utoipa::path(put, operation_id = "set_tenant_quota", path = "/v1/tenants/{tenant}/quota", tag = "quotas",
     params(("tenant" = String, Path, description = "Tenant name")), request_body = QuotaLimits,
     responses((status = 200, body = QuotaBody), (status = 400, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
 pub async fn set_tenant(
@@ -128,7 +128,7 @@ pub async fn set_tenant(
 }
 
 /// Remove the tenant-wide quota.
-#[utoipa::path(delete, path = "/v1/tenants/{tenant}/quota", tag = "quotas",
+#[utoipa::path(delete, operation_id = "delete_tenant_quota", path = "/v1/tenants/{tenant}/quota", tag = "quotas",
     params(("tenant" = String, Path, description = "Tenant name")),
     responses((status = 204), (status = 404, body = Problem)))]
 pub async fn delete_tenant(
@@ -142,7 +142,7 @@ pub async fn delete_tenant(
 }
 
 /// Set (replace) a principal's quota.
-#[utoipa::path(put, path = "/v1/tenants/{tenant}/principals/{principal}/quota", tag = "quotas",
+#[utoipa::path(put, operation_id = "set_principal_quota", path = "/v1/tenants/{tenant}/principals/{principal}/quota", tag = "quotas",
     params(("tenant" = String, Path, description = "Tenant name"), ("principal" = String, Path, description = "Principal name")),
     request_body = QuotaLimits,
     responses((status = 200, body = QuotaBody), (status = 400, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
@@ -174,7 +174,7 @@ pub async fn set_principal(
 }
 
 /// Remove a principal's quota.
-#[utoipa::path(delete, path = "/v1/tenants/{tenant}/principals/{principal}/quota", tag = "quotas",
+#[utoipa::path(delete, operation_id = "delete_principal_quota", path = "/v1/tenants/{tenant}/principals/{principal}/quota", tag = "quotas",
     params(("tenant" = String, Path, description = "Tenant name"), ("principal" = String, Path, description = "Principal name")),
     responses((status = 204), (status = 404, body = Problem)))]
 pub async fn delete_principal(

@@ -82,7 +82,7 @@ pub(crate) async fn find(state: &AdminState, name: &str) -> Result<Tenant, Probl
 }
 
 /// List tenants in name order.
-#[utoipa::path(get, path = "/v1/tenants", params(Page), tag = "tenants",
+#[utoipa::path(get, operation_id = "list_tenants", path = "/v1/tenants", params(Page), tag = "tenants",
     responses((status = 200, body = TenantList), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem)))]
 pub async fn list(
     State(state): State<Arc<AdminState>>,
@@ -111,7 +111,7 @@ pub async fn list(
 }
 
 /// Create a tenant.
-#[utoipa::path(post, path = "/v1/tenants", request_body = CreateTenant, tag = "tenants",
+#[utoipa::path(post, operation_id = "create_tenant", path = "/v1/tenants", request_body = CreateTenant, tag = "tenants",
     responses((status = 201, body = TenantBody), (status = 400, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
 pub async fn create(
     State(state): State<Arc<AdminState>>,
@@ -124,7 +124,7 @@ pub async fn create(
 }
 
 /// Get a tenant.
-#[utoipa::path(get, path = "/v1/tenants/{tenant}", tag = "tenants",
+#[utoipa::path(get, operation_id = "get_tenant", path = "/v1/tenants/{tenant}", tag = "tenants",
     params(("tenant" = String, Path, description = "Tenant name")),
     responses((status = 200, body = TenantBody), (status = 404, body = Problem)))]
 pub async fn get(
@@ -136,7 +136,7 @@ pub async fn get(
 }
 
 /// Delete a tenant and everything it owns.
-#[utoipa::path(delete, path = "/v1/tenants/{tenant}", tag = "tenants",
+#[utoipa::path(delete, operation_id = "delete_tenant", path = "/v1/tenants/{tenant}", tag = "tenants",
     params(("tenant" = String, Path, description = "Tenant name")),
     responses((status = 204), (status = 404, body = Problem)))]
 pub async fn delete(

@@ -130,7 +130,7 @@ fn ops(state: &AdminState) -> Result<&crate::TopicOps, Problem> {
 }
 
 /// List a tenant's topics.
-#[utoipa::path(get, path = "/v1/tenants/{tenant}/topics", tag = "topics",
+#[utoipa::path(get, operation_id = "list_topics", path = "/v1/tenants/{tenant}/topics", tag = "topics",
     params(("tenant" = String, Path, description = "Tenant name"), Page),
     responses((status = 200, body = TopicList), (status = 404, body = Problem)))]
 pub async fn list(
@@ -164,7 +164,7 @@ pub async fn list(
 }
 
 /// Create a topic, placing its replicas on live brokers.
-#[utoipa::path(post, path = "/v1/tenants/{tenant}/topics", tag = "topics",
+#[utoipa::path(post, operation_id = "create_topic", path = "/v1/tenants/{tenant}/topics", tag = "topics",
     params(("tenant" = String, Path, description = "Tenant name")), request_body = CreateTopic,
     responses((status = 201, body = TopicBody), (status = 400, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem), (status = 503, body = Problem)))]
 pub async fn create(
@@ -191,7 +191,7 @@ pub async fn create(
 }
 
 /// Get a topic with its partitions.
-#[utoipa::path(get, path = "/v1/tenants/{tenant}/topics/{topic}", tag = "topics",
+#[utoipa::path(get, operation_id = "get_topic", path = "/v1/tenants/{tenant}/topics/{topic}", tag = "topics",
     params(("tenant" = String, Path, description = "Tenant name"), ("topic" = String, Path, description = "Topic name")),
     responses((status = 200, body = TopicBody), (status = 404, body = Problem)))]
 pub async fn get(
@@ -206,7 +206,7 @@ pub async fn get(
 }
 
 /// Grow a topic's partition count.
-#[utoipa::path(patch, path = "/v1/tenants/{tenant}/topics/{topic}", tag = "topics",
+#[utoipa::path(patch, operation_id = "update_topic", path = "/v1/tenants/{tenant}/topics/{topic}", tag = "topics",
     params(("tenant" = String, Path, description = "Tenant name"), ("topic" = String, Path, description = "Topic name")),
     request_body = UpdateTopic,
     responses((status = 200, body = TopicBody), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem), (status = 503, body = Problem)))]
@@ -225,7 +225,7 @@ pub async fn update(
 }
 
 /// Delete a topic.
-#[utoipa::path(delete, path = "/v1/tenants/{tenant}/topics/{topic}", tag = "topics",
+#[utoipa::path(delete, operation_id = "delete_topic", path = "/v1/tenants/{tenant}/topics/{topic}", tag = "topics",
     params(("tenant" = String, Path, description = "Tenant name"), ("topic" = String, Path, description = "Topic name")),
     responses((status = 204), (status = 404, body = Problem), (status = 503, body = Problem)))]
 pub async fn delete(
