@@ -97,19 +97,13 @@ pub(crate) async fn dispatch(
         .client_id
         .as_ref()
         .map_or_else(String::new, |c| c.as_str().to_owned());
-    // Over quota, the request waits here: that holds its connection back, as Kafka mutes a
-    // throttled channel. ApiVersions is never held, so a client can always connect.
-    let request_throttle = if key == ApiKey::ApiVersions {
-        Duration::ZERO
-    } else {
-        broker.quotas.charge(Metered::Requests, 1)
-    };
-    let bytes_debt = match key {
+    // Over a byte quota, a produce or fetch waits here: that holds its connection back, as
+    // Kafka mutes a throttled channel.
+    let hold = match key {
         ApiKey::Produce => broker.quotas.debt(Metered::ProduceBytes),
         ApiKey::Fetch => broker.quotas.debt(Metered::FetchBytes),
         _ => Duration::ZERO,
     };
-    let hold = request_throttle.max(bytes_debt);
     if !hold.is_zero() {
         tokio::time::sleep(hold).await;
     }
@@ -134,7 +128,7 @@ pub(crate) async fn dispatch(
             if acks == 0 {
                 return Ok(Reply::None);
             }
-            response.throttle_time_ms = throttle_ms(throttle.max(request_throttle));
+            response.throttle_time_ms = throttle_ms(throttle);
             encode(key, version, id, &response)
         }
         ApiKey::Fetch => {
@@ -147,7 +141,7 @@ pub(crate) async fn dispatch(
                 .filter_map(|partition| partition.records.as_ref().map(Bytes::len))
                 .sum();
             let throttle = broker.quotas.charge(Metered::FetchBytes, size as u64);
-            response.throttle_time_ms = throttle_ms(throttle.max(request_throttle));
+            response.throttle_time_ms = throttle_ms(throttle);
             encode(key, version, id, &response)
         }
         ApiKey::ListOffsets => {

@@ -1,9 +1,13 @@
-//! The tenant's quotas on the Kafka path, enforced as Kafka does: a request is answered,
-//! the bytes (or the request) are charged to the tenant's bucket, the answer carries the
-//! throttle time (`throttle_time_ms`, which clients honour by backing off), and the next
-//! metered request on any of the tenant's connections waits until the debt is paid.
-//! Kafka clients act as the tenant, so only the tenant-wide quota applies; the gateway's
-//! requests pass here too, so a tenant's rate is bounded however many gateways it uses.
+//! The tenant's byte quotas on the Kafka path, enforced as Kafka does: a produce or fetch is
+//! answered, its bytes are charged to the tenant's bucket, the answer carries the throttle
+//! time (`throttle_time_ms`, which clients honour by backing off), and the next produce or
+//! fetch on any of the tenant's connections waits until the debt is paid. Kafka clients act
+//! as the tenant, so only the tenant-wide quota applies; the gateway's requests pass here
+//! too, so a tenant's byte rates are bounded however many gateways it uses.
+//!
+//! The request-rate quota is not metered here: it limits calls to the gateway, and every
+//! Kafka consumer sends a steady stream of long polls and heartbeats that are not calls a
+//! tenant makes.
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +23,6 @@ pub(crate) const MAX_THROTTLE: Duration = Duration::from_secs(5);
 /// What a quota meters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Metered {
-    Requests,
     ProduceBytes,
     FetchBytes,
 }
@@ -27,15 +30,13 @@ pub(crate) enum Metered {
 impl Metered {
     fn index(self) -> usize {
         match self {
-            Self::Requests => 0,
-            Self::ProduceBytes => 1,
-            Self::FetchBytes => 2,
+            Self::ProduceBytes => 0,
+            Self::FetchBytes => 1,
         }
     }
 
     fn rate(self, quota: &pb::Quota) -> Option<i64> {
         match self {
-            Self::Requests => quota.requests_per_sec,
             Self::ProduceBytes => quota.produce_bytes_per_sec,
             Self::FetchBytes => quota.fetch_bytes_per_sec,
         }
@@ -45,7 +46,7 @@ impl Metered {
 #[derive(Debug, Default)]
 struct State {
     quota: Option<pb::Quota>,
-    buckets: [Option<Bucket>; 3],
+    buckets: [Option<Bucket>; 2],
 }
 
 /// The tenant-wide quota this broker serves, with its buckets.
@@ -59,11 +60,7 @@ impl TenantQuotas {
     pub(crate) fn set(&self, quota: Option<pb::Quota>) {
         let mut state = self.state.lock();
         if let Some(quota) = &quota {
-            for metered in [
-                Metered::Requests,
-                Metered::ProduceBytes,
-                Metered::FetchBytes,
-            ] {
+            for metered in [Metered::ProduceBytes, Metered::FetchBytes] {
                 if metered.rate(quota).is_none_or(|rate| rate <= 0) {
                     state.buckets[metered.index()] = None;
                 }

@@ -17,8 +17,12 @@ use skein_http::ApiJson;
 #[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuotaLimits {
+    /// Bytes produced per second. A principal's is enforced by the gateway; the tenant's by
+    /// the gateway and by the brokers, which throttle Kafka clients and the gateways alike.
     pub produce_bytes_per_sec: Option<i64>,
+    /// Bytes fetched per second, enforced as the produce rate is.
     pub fetch_bytes_per_sec: Option<i64>,
+    /// Calls to the gateway per second (REST requests and gRPC calls).
     pub requests_per_sec: Option<i64>,
     /// The most partitions the tenant's topics may have in all: creating or growing a topic
     /// past it is refused (409 here, POLICY_VIOLATION to Kafka clients). Tenant-wide only.
