@@ -142,7 +142,7 @@ impl Catalog {
             created_at: now_ms(),
         };
         let mut tx = self.pool.begin().await?;
-        check_partitions_quota(&mut tx, tenant_id, i64::from(partitions)).await?;
+        lock_tenant(&mut tx, tenant_id).await?;
         sqlx::query(
             "INSERT INTO topics (id, tenant_id, name, partitions, replication_factor, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -156,6 +156,8 @@ impl Catalog {
         .execute(&mut *tx)
         .await
         .map_err(CatalogError::on_insert("topic", &topic.name))?;
+        // After the insert, so that a name in use is refused as such whatever the quota.
+        check_partitions_quota(&mut tx, tenant_id).await?;
         for (name, value) in &topic.configs {
             sqlx::query("INSERT INTO topic_configs (topic_id, name, value) VALUES ($1, $2, $3)")
                 .bind(&created.id)
@@ -325,7 +327,7 @@ impl Catalog {
                 name: topic_id.to_owned(),
             });
         };
-        check_partitions_quota(&mut tx, &tenant, placement.len() as i64).await?;
+        lock_tenant(&mut tx, &tenant).await?;
         let updated =
             sqlx::query("UPDATE topics SET partitions = $1 WHERE id = $2 AND partitions = $3")
                 .bind(new_count)
@@ -339,6 +341,7 @@ impl Catalog {
                 expected: i64::from(expected_count),
             });
         }
+        check_partitions_quota(&mut tx, &tenant).await?;
         let first = usize::try_from(expected_count).unwrap_or(0);
         for (offset, replicas) in placement.iter().enumerate() {
             insert_partition(&mut tx, topic_id, first + offset, replicas).await?;
@@ -419,18 +422,23 @@ fn topic_row(row: &sqlx::any::AnyRow, configs: BTreeMap<String, String>) -> Resu
     })
 }
 
-/// Refuses `adding` more partitions when they would take the tenant past its tenant-wide
-/// `partitions` quota. The tenant's row is locked first (a no-op update), so concurrent
-/// creations are counted one after the other and cannot overshoot together.
-async fn check_partitions_quota(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    tenant_id: &str,
-    adding: i64,
-) -> Result<()> {
+/// Locks the tenant's row (a no-op update) until the transaction ends, so that changes to
+/// its partition count are made and counted one after the other and cannot overshoot its
+/// quota together.
+async fn lock_tenant(tx: &mut sqlx::Transaction<'_, sqlx::Any>, tenant_id: &str) -> Result<()> {
     sqlx::query("UPDATE tenants SET id = id WHERE id = $1")
         .bind(tenant_id)
         .execute(&mut **tx)
         .await?;
+    Ok(())
+}
+
+/// Refuses the transaction's change when it leaves the tenant past its tenant-wide
+/// `partitions` quota; run after the change, with the tenant locked ([`lock_tenant`]).
+async fn check_partitions_quota(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    tenant_id: &str,
+) -> Result<()> {
     let limit: Option<Option<i64>> = sqlx::query_scalar(
         "SELECT partitions FROM quotas WHERE tenant_id = $1 AND principal_id = ''",
     )
@@ -446,11 +454,11 @@ async fn check_partitions_quota(
     .bind(tenant_id)
     .fetch_one(&mut **tx)
     .await?;
-    if used + adding > limit {
+    if used > limit {
         return Err(CatalogError::QuotaExceeded {
             what: "partitions",
             limit,
-            requested: used + adding,
+            requested: used,
         });
     }
     Ok(())

@@ -602,6 +602,11 @@ async fn partitions_quota(catalog: &Catalog) {
         .create_topic(&tenant.id, &topic("last", 1))
         .await
         .unwrap();
+    // At the quota, a name in use is still refused as in use.
+    assert!(matches!(
+        catalog.create_topic(&tenant.id, &topic("small", 1)).await,
+        Err(CatalogError::AlreadyExists { .. })
+    ));
     // Growing counts too, and a refused growth changes nothing.
     assert!(matches!(
         catalog.add_partitions(&small.id, 3, &[vec![1]]).await,

@@ -1,7 +1,8 @@
 //! The tenant's byte quotas on the Kafka path, enforced as Kafka does: a produce or fetch is
 //! answered, its bytes are charged to the tenant's bucket, the answer carries the throttle
 //! time (`throttle_time_ms`, which clients honour by backing off), and the next produce or
-//! fetch on any of the tenant's connections waits until the debt is paid. Kafka clients act
+//! fetch on any of the tenant's connections waits until the debt is paid (and with it what
+//! follows on that connection, as Kafka mutes a throttled channel). Kafka clients act
 //! as the tenant, so only the tenant-wide quota applies; the gateway's requests pass here
 //! too, so a tenant's byte rates are bounded however many gateways it uses.
 //!

@@ -187,7 +187,8 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
     .await?;
     let _ = controller_stop.send(());
     // Brokers and gateways hold metadata streams open for as long as they run: give the
-    // calls in flight a moment, then close what is left (they fail over to another replica).
+    // calls in flight a moment, then stop waiting; what is left closes when the process
+    // exits, and they fail over to another replica.
     let mut controller = controller;
     match tokio::time::timeout(CONTROLLER_DRAIN, &mut controller).await {
         Ok(served) => served?.context("the controller failed")?,

@@ -207,32 +207,30 @@ impl RunningGateway {
     }
 
     /// Stops accepting, ends every stream (their clients resume on another replica), and
-    /// waits up to `grace` for the requests still open; connections still open after that
-    /// are closed.
+    /// waits up to `grace` for the requests still open. Connections still open after that
+    /// are no longer waited for; they close when the process exits.
     pub(crate) async fn stop(mut self, grace: Duration) -> anyhow::Result<()> {
         self.gateway.begin_shutdown();
         let _ = self.stop.send(true);
         let drained = tokio::time::timeout(grace, async {
-            (&mut self.server).await?.context("the gateway failed")?;
-            (&mut self.grpc_server)
-                .await?
-                .context("the gateway's gRPC failed")?;
-            anyhow::Ok(())
+            let rest = (&mut self.server).await;
+            let grpc = (&mut self.grpc_server).await;
+            (rest, grpc)
         })
         .await;
         self.follower.abort();
-        match drained {
-            Ok(result) => result,
-            Err(_) => {
-                tracing::warn!(
-                    grace_secs = grace.as_secs_f64(),
-                    "connections were still open after the shutdown grace; closing them"
-                );
-                self.server.abort();
-                self.grpc_server.abort();
-                Ok(())
-            }
-        }
+        let Ok((rest, grpc)) = drained else {
+            tracing::warn!(
+                grace_secs = grace.as_secs_f64(),
+                "connections were still open after the shutdown grace; no longer waiting"
+            );
+            self.server.abort();
+            self.grpc_server.abort();
+            return Ok(());
+        };
+        rest?.context("the gateway failed")?;
+        grpc?.context("the gateway's gRPC failed")?;
+        Ok(())
     }
 }
 

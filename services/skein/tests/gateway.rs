@@ -1408,6 +1408,24 @@ fn grpc_streams_end_at_token_expiry_and_resume_from_tokens_and_committed_offsets
         drop((open, producing, reports, client, answers, reflection));
         let mut client = grpc::client(&cluster.grpc[0]).await;
         wait_for_grpc_topic(&mut client, &svc).await;
+        // The five records reported before the shutdown were written.
+        let read = cluster.call(
+            0,
+            "GET",
+            "/v1/topics/events/partitions/0/records?offset=0&max_records=1000&value_format=string",
+            &svc,
+            "",
+        );
+        assert_eq!(read.status, 200, "{}", read.body);
+        let read: Value = serde_json::from_str(&read.body).unwrap();
+        let late: Vec<&str> = read["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["value"].as_str())
+            .filter(|v| v.starts_with("late"))
+            .collect();
+        assert_eq!(late, ["late0", "late1", "late2", "late3", "late4"]);
         let mut member = consume(&mut client, &svc, group("events", "keeper", 100))
             .await
             .unwrap();

@@ -127,7 +127,10 @@ impl ProblemResponses {
             "409" => "It exists already, it changed concurrently, or it would exceed a quota",
             "415" => "The body is not sent as application/json",
             "422" => "The request parses but is not valid",
-            "503" => "This control-plane replica is not the active controller; try another",
+            "503" => {
+                "No controller to change topics: this replica is not the active one (try \
+                 another), or this admin API runs without one"
+            }
             _ => "",
         }
     }

@@ -364,13 +364,15 @@ impl Session {
                  (or the group's committed offsets)",
             )),
         };
+        // The status first, so that it reaches the client even if leaving the group is slow;
+        // a client that is not reading does not hold the leave up for long.
+        if let End::Failed(status) = end {
+            let _ = tokio::time::timeout(FETCH_WAIT, self.sender.send(Err(status))).await;
+        }
         if let Source::Group { consumer, .. } = self.source {
             if let Err(e) = consumer.close().await {
                 tracing::debug!(error = %e, "leaving the group failed");
             }
-        }
-        if let End::Failed(status) = end {
-            let _ = self.sender.send(Err(status)).await;
         }
     }
 
