@@ -11,6 +11,7 @@ Usage: controlled_cluster.py BOOTSTRAP PHASE
   produce-only: 30 keyed records to `orders`; topics: the topics listed;
   count: how many records `orders` holds.
   try-create-topic NAME PARTITIONS: create a topic once; print the Kafka error's name;
+  validate-topic NAME PARTITIONS: the same with validate_only;
   metered TOPIC COUNT: produce COUNT records of 10 KB to partition 0 of TOPIC and read them
           back from the start; print how long each took and the largest throttle time the
           broker reported to each client.
@@ -131,11 +132,15 @@ elif PHASE == "create-topic":
                 raise
             time.sleep(0.2)
     print(json.dumps({"created": name, "tries": tries}))
-elif PHASE == "try-create-topic":
-    # Creates NAME with PARTITIONS partitions once; prints the Kafka error's name, or null.
+elif PHASE in ("try-create-topic", "validate-topic"):
+    # Creates NAME with PARTITIONS partitions once (or only asks whether it could, with
+    # validate_only); prints the Kafka error's name, or null.
     name, partitions = sys.argv[3], int(sys.argv[4])
     try:
-        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(15)
+        admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+            validate_only=PHASE == "validate-topic",
+        )[name].result(15)
         print(json.dumps({"error": None}))
     except KafkaException as e:
         print(json.dumps({"error": e.args[0].name(), "message": e.args[0].str()}))

@@ -72,6 +72,11 @@ impl TenantQuotas {
         state.quota = quota;
     }
 
+    /// The tenant's `partitions` limit, if it has one.
+    pub(crate) fn partitions(&self) -> Option<i64> {
+        self.state.lock().quota.as_ref().and_then(|q| q.partitions)
+    }
+
     /// How long a request metered by `metered` waits before it is handled.
     pub(crate) fn debt(&self, metered: Metered) -> Duration {
         self.apply(metered, 0.0)

@@ -174,6 +174,14 @@ fn each_tenant_sees_only_its_own_topic_of_the_same_name() {
     );
     assert_eq!(status, 409, "{body}");
     assert!(body.contains("quota-exceeded"), "{body}");
+    // validate_only answers as the creation would, once the broker has the quota.
+    wait_for(|| {
+        client(&python, &b_bootstrap, &["validate-topic", "fits", "2"])
+            .contains("POLICY_VIOLATION")
+            .then_some(())
+    });
+    let ask = client(&python, &b_bootstrap, &["validate-topic", "fits", "1"]);
+    assert!(ask.contains(r#""error": null"#), "{ask}");
     let fits = client(&python, &b_bootstrap, &["try-create-topic", "fits", "1"]);
     assert!(fits.contains(r#""error": null"#), "{fits}");
     let over = client(&python, &b_bootstrap, &["try-create-topic", "over", "1"]);

@@ -57,6 +57,24 @@ pub(crate) async fn create_topics(
     CreateTopicsResponse::default().with_topics(topics)
 }
 
+/// Why `adding` partitions would take the tenant past its `partitions` quota, by this
+/// broker's view of its topics; `None` when they fit.
+fn over_partitions_quota(broker: &Broker, adding: i64) -> Option<String> {
+    let limit = broker.quotas.partitions()?;
+    let used: i64 = broker
+        .topics
+        .list()
+        .iter()
+        .map(|t| i64::from(t.partitions))
+        .sum();
+    (used + adding > limit).then(|| {
+        format!(
+            "the tenant's partitions quota is {limit}; this would make it {}",
+            used + adding
+        )
+    })
+}
+
 async fn create_topic(
     broker: &Broker,
     topic: kafka_protocol::messages::create_topics_request::CreatableTopic,
@@ -103,7 +121,12 @@ async fn create_topic(
     if let Err(e) = skein_log::topic_config::settings(&broker.defaults(), &overrides) {
         return refuse(ResponseError::InvalidConfig, e.to_string());
     }
-    if !validate_only {
+    if validate_only {
+        // The controller decides for real; this answers from the last snapshot.
+        if let Some(message) = over_partitions_quota(broker, i64::from(partitions)) {
+            return refuse(ResponseError::PolicyViolation, message);
+        }
+    } else {
         // A deleted topic of this name waiting out its grace loses its logs now.
         broker.drop_doomed_unless(&name, uuid::Uuid::nil());
     }
@@ -236,6 +259,14 @@ async fn create_partitions_of(
                     node.0,
                     i64::from(topic.count) - i64::from(current)
                 ))));
+        }
+    }
+    if let (true, Some(existing)) = (validate_only, broker.topics.get(topic.name.0.as_str())) {
+        let adding = i64::from(topic.count) - i64::from(existing.partitions);
+        if let Some(message) = over_partitions_quota(broker, adding.max(0)) {
+            return result
+                .with_error_code(ResponseError::PolicyViolation.code())
+                .with_error_message(Some(StrBytes::from_string(message)));
         }
     }
     match broker
