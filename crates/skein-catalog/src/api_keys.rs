@@ -126,6 +126,15 @@ impl Catalog {
         rows.iter().map(api_key).collect()
     }
 
+    /// The ids of every key in force (not revoked), in id order.
+    pub async fn active_api_key_ids(&self) -> Result<Vec<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM api_keys WHERE revoked_at IS NULL ORDER BY id")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
     /// Revokes a key; later checks refuse it. Revoking twice keeps the first time.
     pub async fn revoke_api_key(&self, id: &str) -> Result<()> {
         let updated =

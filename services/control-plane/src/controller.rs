@@ -213,12 +213,14 @@ impl ControllerService {
                 partitions: quota.partitions,
             })
             .collect();
+        let api_keys = self.catalog.active_api_key_ids().await?;
         Ok(Some(pb::MetadataSnapshot {
             version: 0,
             brokers,
             topics,
             acls,
             quotas,
+            api_keys,
         }))
     }
 }

@@ -17,6 +17,7 @@ use skein_proto::controller as pb;
 use skein_proto::replicas::ControllerReplicas;
 use skein_token::{TokenError, Verifier, VerifyingKey};
 
+use crate::cluster::ClusterView;
 use crate::error::GatewayError;
 
 /// The least time between two fetches of the JWKS.
@@ -69,10 +70,19 @@ pub struct Authenticator {
     verifier: Arc<Mutex<Arc<Verifier>>>,
     controller: Option<ControllerReplicas>,
     api_keys: Arc<Mutex<HashMap<String, RememberedKey>>>,
+    /// The cluster's view, whose list of keys in force ends a remembered key at once when
+    /// it is revoked.
+    view: Option<ClusterView>,
     http: reqwest::Client,
 }
 
 impl Authenticator {
+    /// Forgets a remembered API key as soon as `view` no longer lists it as in force.
+    pub fn following(mut self, view: ClusterView) -> Self {
+        self.view = Some(view);
+        self
+    }
+
     /// `controller` checks API keys; without it only tokens are accepted.
     pub fn new(config: AuthConfig, controller: Option<ControllerReplicas>) -> Self {
         let verifier = Arc::new(config.verifier.clone());
@@ -85,6 +95,7 @@ impl Authenticator {
             verifier: Arc::new(Mutex::new(verifier)),
             controller,
             api_keys: Arc::new(Mutex::new(HashMap::new())),
+            view: None,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(5))
                 .build()
@@ -205,7 +216,14 @@ impl Authenticator {
             .and_then(|bytes| String::from_utf8(bytes).ok())
             .ok_or_else(refused)?;
         let (id, secret) = decoded.split_once(':').ok_or_else(refused)?;
-        if let Some((known, caller, at)) = self.api_keys.lock().get(id) {
+        let in_force = self.view.as_ref().is_none_or(|view| {
+            let now = view.now();
+            !now.received || now.api_keys.contains(id)
+        });
+        if !in_force {
+            // Revoked (or its principal deleted): ask the controller, which refuses it.
+            self.api_keys.lock().remove(id);
+        } else if let Some((known, caller, at)) = self.api_keys.lock().get(id) {
             if known == secret && at.elapsed() < API_KEY_CACHE {
                 return Ok(caller.clone());
             }

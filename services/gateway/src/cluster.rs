@@ -3,7 +3,7 @@
 //! quotas. The stream is followed for as long as the gateway runs, reconnecting (to another
 //! control-plane replica when needed) after a failure.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +38,8 @@ pub struct View {
     /// Whether a snapshot has arrived at all.
     pub received: bool,
     pub tenants: HashMap<String, TenantView>,
+    /// The ids of the API keys in force.
+    pub api_keys: HashSet<String>,
 }
 
 impl View {
@@ -90,6 +92,7 @@ impl View {
         Self {
             received: true,
             tenants,
+            api_keys: snapshot.api_keys.iter().cloned().collect(),
         }
     }
 

@@ -153,7 +153,8 @@ impl RunningGateway {
             .with_context(|| format!("failed to bind the gateway's gRPC on {grpc_listen}"))?;
         let grpc = grpc_listener.local_addr()?;
         let (view, follower) = ClusterView::follow(replicas.clone());
-        let authenticator = skein_gateway::auth::Authenticator::new(auth, Some(replicas.clone()));
+        let authenticator = skein_gateway::auth::Authenticator::new(auth, Some(replicas.clone()))
+            .following(view.clone());
         let gateway = Gateway::new(view, authenticator, http, Some(replicas));
         let serving = Arc::clone(&gateway);
         let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -590,6 +590,24 @@ fn tokens_acls_quotas_and_tenants_decide_every_call() {
         b64(format!("{}:{}", key["id"].as_str().unwrap(), "0".repeat(64)).as_bytes())
     );
     assert_eq!(produce(&wrong).status, 401);
+    // A revoked key stops working at once, though the gateway remembered it (it would for a
+    // minute): the controller's metadata stream no longer lists it.
+    let second = cluster.admin("POST", "/v1/tenants/acme/principals/writer/api-keys", "");
+    assert_eq!(second.status, 201, "{}", second.body);
+    let second = second.json();
+    let second_id = second["id"].as_str().unwrap();
+    let revocable = format!(
+        "Basic {}",
+        b64(format!("{second_id}:{}", second["secret"].as_str().unwrap()).as_bytes())
+    );
+    assert_eq!(produce(&revocable).status, 200);
+    let revoked = cluster.admin(
+        "DELETE",
+        &format!("/v1/tenants/acme/principals/writer/api-keys/{second_id}"),
+        "",
+    );
+    assert_eq!(revoked.status, 204, "{}", revoked.body);
+    wait_for(|| (produce(&revocable).status == 401).then_some(()));
 
     // A request-rate quota for the writer: refused with 429 and Retry-After once used up.
     let quota = cluster.admin(
