@@ -10,6 +10,7 @@
 //! Kafka consumer sends a steady stream of long polls and heartbeats that are not calls a
 //! tenant makes.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -54,6 +55,8 @@ struct State {
 #[derive(Debug, Default)]
 pub(crate) struct TenantQuotas {
     state: Mutex<State>,
+    /// Whether any byte rate is limited: without one, produce and fetch take no lock here.
+    limited: AtomicBool,
 }
 
 impl TenantQuotas {
@@ -69,6 +72,12 @@ impl TenantQuotas {
         } else {
             state.buckets = Default::default();
         }
+        let limited = quota.as_ref().is_some_and(|q| {
+            [Metered::ProduceBytes, Metered::FetchBytes]
+                .iter()
+                .any(|m| m.rate(q).is_some_and(|rate| rate > 0))
+        });
+        self.limited.store(limited, Ordering::Release);
         state.quota = quota;
     }
 
@@ -88,6 +97,9 @@ impl TenantQuotas {
     }
 
     fn apply(&self, metered: Metered, amount: f64) -> Duration {
+        if !self.limited.load(Ordering::Acquire) {
+            return Duration::ZERO;
+        }
         let mut state = self.state.lock();
         let Some(rate) = state
             .quota

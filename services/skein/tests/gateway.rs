@@ -835,6 +835,30 @@ mod grpc {
         }
     }
 
+    /// A ProduceStream sending `records` to `topic` with sequences from 0, then closing its
+    /// side; answers the reports.
+    pub(crate) async fn produce_stream(
+        client: &mut GatewayClient<Channel>,
+        token: &str,
+        topic: &str,
+        records: Vec<pb::Record>,
+    ) -> tonic::Streaming<pb::ProduceReport> {
+        let requests: Vec<pb::ProduceStreamRequest> = records
+            .into_iter()
+            .zip(0_u64..)
+            .map(|(record, sequence)| pb::ProduceStreamRequest {
+                topic: topic.to_owned(),
+                sequence,
+                record: Some(record),
+            })
+            .collect();
+        client
+            .produce_stream(authorized(tokio_stream::iter(requests), token))
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
     pub(crate) fn group(topic: &str, group: &str, records: u32) -> pb::Subscribe {
         pb::Subscribe {
             topic: topic.to_owned(),
@@ -961,27 +985,17 @@ fn grpc_produce_and_consume_cross_with_native_clients_and_keep_to_credit() {
         assert_eq!(record.timestamp, 1_700_000_000_123);
 
         // ProduceStream: 60 keyed records to 6 partitions, reports in order, one refusal.
-        let (sender, receiver) = mpsc::channel(128);
-        for sequence in 0..61_u64 {
-            let mut record = grpc::record(&format!("k{}", sequence % 12), &format!("v{sequence}"));
-            if sequence == 60 {
-                record.partition = Some(99);
-            }
-            sender
-                .send(pb::ProduceStreamRequest {
-                    topic: "events".into(),
-                    sequence,
-                    record: Some(record),
-                })
-                .await
-                .unwrap();
-        }
-        drop(sender);
-        let mut reports = client
-            .produce_stream(authorized(ReceiverStream::new(receiver), &svc))
-            .await
-            .unwrap()
-            .into_inner();
+        let records = (0..61_u64)
+            .map(|sequence| {
+                let mut record =
+                    grpc::record(&format!("k{}", sequence % 12), &format!("v{sequence}"));
+                if sequence == 60 {
+                    record.partition = Some(99);
+                }
+                record
+            })
+            .collect();
+        let mut reports = produce_stream(&mut client, &svc, "events", records).await;
         let mut sequences = Vec::new();
         let mut last: BTreeMap<i32, i64> = BTreeMap::new();
         while let Some(report) = reports.message().await.unwrap() {
@@ -1007,27 +1021,16 @@ fn grpc_produce_and_consume_cross_with_native_clients_and_keep_to_credit() {
         // after 300 small ones) ends with that error; what was written was reported, and
         // nothing read ahead is written after the break (the client resends what has no
         // report).
-        let (sender, receiver) = mpsc::channel(512);
-        for sequence in 0..301_u64 {
-            let mut record = grpc::record("k", &format!("c{sequence}"));
-            if sequence == 300 {
-                record.value = Some(vec![b'x'; 5 * 1024 * 1024]);
-            }
-            sender
-                .send(pb::ProduceStreamRequest {
-                    topic: "cutoff".into(),
-                    sequence,
-                    record: Some(record),
-                })
-                .await
-                .unwrap();
-        }
-        drop(sender);
-        let mut reports = client
-            .produce_stream(authorized(ReceiverStream::new(receiver), &svc))
-            .await
-            .unwrap()
-            .into_inner();
+        let records = (0..301_u64)
+            .map(|sequence| {
+                let mut record = grpc::record("k", &format!("c{sequence}"));
+                if sequence == 300 {
+                    record.value = Some(vec![b'x'; 5 * 1024 * 1024]);
+                }
+                record
+            })
+            .collect();
+        let mut reports = produce_stream(&mut client, &svc, "cutoff", records).await;
         let mut reported = 0;
         let broke = loop {
             match tokio::time::timeout(Duration::from_secs(30), reports.message())
