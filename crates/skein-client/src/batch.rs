@@ -1,36 +1,27 @@
 //! Record batches (magic v2) built from [`ProduceRecord`]s and read into
-//! [`ConsumerRecord`]s, through kafka-protocol's batch codec.
+//! [`ConsumerRecord`]s.
 //!
-//! gzip, snappy (in the xerial framing the Java client writes) and zstd come from
-//! kafka-protocol. LZ4 frames are written and read with `lz4_flex`, as in `skein-log`, so
-//! the client needs no C LZ4 library.
+//! Writing goes through kafka-protocol's batch encoder (gzip, snappy in the xerial framing
+//! the Java client writes, and zstd from kafka-protocol; LZ4 frames with `lz4_flex`, so the
+//! client needs no C LZ4 library). Reading goes through `skein-records`, the same bounded
+//! parser the broker validates with.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+};
+use skein_records::{
+    decompress, BatchError, BatchHeader, Compression as SkeinCompression, RecordIter,
+    TimestampType as SkeinTimestampType, HEADER_LEN, LOG_OVERHEAD, MAX_DECOMPRESSED,
 };
 
 use crate::error::BoxError;
 use crate::record::{ConsumerRecord, ProduceRecord, RecordHeader};
-
-/// Upper bound on the decompressed size of one LZ4 batch.
-const MAX_DECOMPRESSED: u64 = 256 * 1024 * 1024;
-
-/// Offset of the batch length field in a batch header.
-const LENGTH_AT: usize = 8;
-/// Bytes before the batch length counts: base offset and the length itself.
-const LOG_OVERHEAD: usize = 12;
-/// Offset of the attributes field.
-const ATTRIBUTES_AT: usize = 21;
-/// Offset of the last-offset-delta field.
-const LAST_OFFSET_DELTA_AT: usize = 23;
-/// Offset of the magic byte.
-const MAGIC_AT: usize = 16;
 
 /// An idempotent producer's identity for one batch: the broker writes a batch of a given
 /// producer id, epoch and sequence range once, and answers a repeat with the first write's
@@ -114,78 +105,81 @@ pub(crate) struct Decoded {
 /// Decodes the complete batches of a fetched record set, leaving out control records and
 /// records before `from_offset` (a fetch answers whole batches). A trailing partial batch,
 /// which a broker may send when it cuts an answer at `max_bytes`, is ignored.
+///
+/// The bytes come from a broker, and the records in them from whoever produced them, so they
+/// are read through `skein-records`: every batch's CRC is checked, its records decompress to
+/// at most [`MAX_DECOMPRESSED`] (what a broker stores is within that), and nothing is
+/// allocated for a count or length the bytes cannot back. Keys and values of uncompressed
+/// batches are slices of `data`, not copies.
 pub(crate) fn decode(
     topic: &str,
     partition: i32,
-    mut data: Bytes,
+    data: Bytes,
     from_offset: i64,
 ) -> Result<Decoded, BoxError> {
     let mut decoded = Decoded::default();
-    while data.len() >= LOG_OVERHEAD {
-        let length = (&data[LENGTH_AT..LOG_OVERHEAD]).get_i32();
-        let Ok(length) = usize::try_from(length) else {
-            return Err(format!("negative batch length {length}").into());
+    let mut at = 0usize;
+    while data.len() - at >= LOG_OVERHEAD {
+        let header = match BatchHeader::parse(&data[at..]) {
+            Ok(header) => header,
+            // A partial trailing batch is shorter than a header.
+            Err(BatchError::Truncated { .. }) => break,
+            Err(error) => return Err(error.into()),
         };
-        let Some(size) = length.checked_add(LOG_OVERHEAD) else {
-            break;
-        };
-        if size > data.len() || size < LAST_OFFSET_DELTA_AT + 4 {
+        if header.size() > data.len() - at {
             break;
         }
-        let mut batch = data.split_to(size);
-        let base_offset = (&batch[..8]).get_i64();
-        let last_offset_delta = (&batch[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]).get_i32();
-        let magic = batch[MAGIC_AT];
-        if magic != 2 {
-            return Err(format!(
-                "message format v{magic} at offset {base_offset} is not supported"
-            )
-            .into());
-        }
-        let attributes = (&batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2]).get_i16();
-        let set = if attributes & 0x7 == Compression::Lz4 as i16 {
-            RecordBatchDecoder::decode_with_custom_compression(
-                &mut batch,
-                Some(|compressed: &mut Bytes, _| {
-                    let mut raw = Vec::new();
-                    lz4_flex::frame::FrameDecoder::new(compressed.clone().reader())
-                        .take(MAX_DECOMPRESSED)
-                        .read_to_end(&mut raw)?;
-                    Ok(Bytes::from(raw))
-                }),
-            )?
-        } else {
-            RecordBatchDecoder::decode(&mut batch)?
+        let batch = &data[at..at + header.size()];
+        header.verify_crc(batch)?;
+        let records = match header.compression()? {
+            SkeinCompression::None => data.slice(at + HEADER_LEN..at + header.size()),
+            codec => Bytes::from(decompress(codec, &batch[HEADER_LEN..], MAX_DECOMPRESSED)?),
         };
-        decoded.next_offset = Some(base_offset + i64::from(last_offset_delta) + 1);
-        decoded.records.extend(
-            set.records
-                .into_iter()
-                .filter(|r| !r.control && r.offset >= from_offset)
-                .map(|r| ConsumerRecord {
-                    topic: topic.to_owned(),
-                    partition,
-                    offset: r.offset,
-                    timestamp: r.timestamp,
-                    key: r.key,
-                    value: r.value,
-                    headers: r
-                        .headers
-                        .into_iter()
-                        .map(|(key, value)| RecordHeader {
-                            key: key.as_str().to_owned(),
-                            value,
-                        })
-                        .collect(),
-                }),
-        );
+        at += header.size();
+        decoded.next_offset = Some(header.last_offset().saturating_add(1));
+        if header.is_control() {
+            continue;
+        }
+        let timestamp_of = |delta: i64| match header.timestamp_type() {
+            SkeinTimestampType::LogAppendTime => header.max_timestamp,
+            SkeinTimestampType::CreateTime => header.base_timestamp.saturating_add(delta),
+        };
+        let slice = |part: Option<&[u8]>| part.map(|p| records.slice_ref(p));
+        for record in RecordIter::new(&records, header.records_count) {
+            let record = record?;
+            let offset = header.record_offset(record.offset_delta);
+            if offset < from_offset {
+                continue;
+            }
+            decoded.records.push(ConsumerRecord {
+                topic: topic.to_owned(),
+                partition,
+                offset,
+                timestamp: timestamp_of(record.timestamp_delta),
+                key: slice(record.key),
+                value: slice(record.value),
+                headers: record
+                    .headers
+                    .iter()
+                    .map(|(key, value)| RecordHeader {
+                        key: String::from_utf8_lossy(key.unwrap_or_default()).into_owned(),
+                        value: slice(value),
+                    })
+                    .collect(),
+            });
+        }
     }
     Ok(decoded)
 }
 
 #[cfg(test)]
 mod tests {
+    use bytes::Buf;
+
     use super::*;
+
+    /// Offset of the batch length field in a batch header.
+    const LENGTH_AT: usize = 8;
 
     fn records() -> Vec<ProduceRecord> {
         (0..20)
@@ -244,5 +238,29 @@ mod tests {
         two.extend_from_slice(&bytes[..bytes.len() / 2]);
         let decoded = decode("t", 0, two.freeze(), 0).unwrap();
         assert_eq!(decoded.records.len(), 20);
+    }
+
+    #[test]
+    fn a_record_declaring_more_headers_than_its_bytes_is_an_error() {
+        // attributes, timestamp delta 0, offset delta 0, key "k", value "v", then a header
+        // count of 2^31-1 (zig-zag varint) with no headers after it.
+        let mut body = vec![0, 0, 0, 2, b'k', 2, b'v'];
+        body.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff, 0x0f]);
+        let mut records = vec![(body.len() as u8) << 1];
+        records.extend_from_slice(&body);
+        let forged = skein_records::assemble(
+            &records,
+            skein_records::BatchParts {
+                base_offset: 0,
+                attributes: 0,
+                last_offset_delta: 0,
+                base_timestamp: 0,
+                max_timestamp: 0,
+                producer: skein_records::ProducerFields::NONE,
+                records_count: 1,
+            },
+        )
+        .unwrap();
+        assert!(decode("t", 0, Bytes::from(forged), 0).is_err());
     }
 }

@@ -74,7 +74,7 @@ impl Log {
                     if header.is_control() {
                         return Ok(true);
                     }
-                    match DecodedRecords::decode(batch) {
+                    match DecodedRecords::decode(batch, crate::batch::MAX_DECOMPRESSED) {
                         Ok(decoded) => {
                             for record in decoded.iter() {
                                 let Ok(record) = record else {
@@ -244,7 +244,7 @@ fn clean_batch(
     }
     // A batch the cleaner cannot read is kept whole: compaction never loses what it
     // does not understand.
-    let Ok(decoded) = DecodedRecords::decode(batch) else {
+    let Ok(decoded) = DecodedRecords::decode(batch, crate::batch::MAX_DECOMPRESSED) else {
         return BatchFate::Keep;
     };
     let mut kept = Vec::with_capacity(decoded.records.len());

@@ -4,7 +4,8 @@
 //! offsets, and sends the file regions it returns.
 //!
 //! Organization:
-//! - [`batch`]: the RecordBatch v2 format (header, records, codecs, a builder).
+//! - [`batch`]: the RecordBatch v2 format (header, records, codecs, a builder), which is
+//!   the `skein-records` crate.
 //! - [`Log`]: one partition: append, read, lookups, truncation, retention, compaction,
 //!   flushing and crash recovery.
 //! - [`LogManager`]: every partition of a data directory, with one bound on open files.
@@ -30,7 +31,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod batch;
+/// The RecordBatch v2 format, from `skein-records`.
+pub use skein_records as batch;
 mod checkpoint;
 mod cleaner;
 mod clock;

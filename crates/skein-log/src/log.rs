@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::batch::{set_log_append_time, set_offset_and_epoch, validate_batch, TimestampType};
+use crate::batch::{
+    decompression_limit, set_log_append_time, set_offset_and_epoch, validate_batch,
+    validate_records, TimestampType,
+};
 use crate::checkpoint::{self, CLEAN_SHUTDOWN, LOG_START, RECOVERY_POINT};
 use crate::clock::Clock;
 use crate::config::LogConfig;
@@ -359,7 +362,9 @@ impl Log {
     }
 
     /// Validates every batch in `buf` (magic, lengths, CRC, size limit) without writing
-    /// anything.
+    /// anything. A producer's batches are also checked record by record
+    /// ([`validate_records`]), so that whatever the log holds decodes within bounds for
+    /// every reader; a replicated batch was checked so by its leader.
     fn validate(&self, buf: &[u8], from_producer: bool) -> Result<Vec<BatchMeta>> {
         let mut metas = Vec::new();
         let mut at = 0usize;
@@ -389,6 +394,11 @@ impl Log {
                     records_count: header.records_count,
                     last_offset_delta: header.last_offset_delta,
                 });
+            }
+            if from_producer {
+                let limit = decompression_limit(self.config.max_message_bytes);
+                validate_records(&buf[at..], &header, limit)
+                    .map_err(|source| LogError::InvalidBatch { index, source })?;
             }
             metas.push(BatchMeta::from_header(at, &header));
             at += header.size();

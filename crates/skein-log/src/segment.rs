@@ -293,8 +293,8 @@ impl Segment {
                     .read_exact_at(&mut batch, position)
                     .map_err(LogError::io(&self.log_path))?;
                 *scanned += size;
-                let decoded =
-                    DecodedRecords::decode(&batch).map_err(|e| self.corrupt(position, e))?;
+                let decoded = DecodedRecords::decode(&batch, crate::batch::MAX_DECOMPRESSED)
+                    .map_err(|e| self.corrupt(position, e))?;
                 for record in decoded.iter() {
                     let record = record.map_err(|e| self.corrupt(position, e))?;
                     let offset = header.record_offset(record.offset_delta).max(0) as u64;

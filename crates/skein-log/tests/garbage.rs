@@ -20,7 +20,7 @@ proptest! {
     fn parsing_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let _ = BatchHeader::parse(&bytes);
         let _ = validate_batch(&bytes);
-        if let Ok(decoded) = DecodedRecords::decode(&bytes) {
+        if let Ok(decoded) = DecodedRecords::decode(&bytes, skein_log::batch::MAX_DECOMPRESSED) {
             for record in decoded.iter() {
                 let _ = record.map(|r| decoded.timestamp_of(&r));
             }
@@ -45,7 +45,7 @@ proptest! {
         batch[57..61].copy_from_slice(&count.to_be_bytes());
         let crc = crc32c::crc32c(&batch[21..]);
         batch[17..21].copy_from_slice(&crc.to_be_bytes());
-        if let Ok(decoded) = DecodedRecords::decode(&batch) {
+        if let Ok(decoded) = DecodedRecords::decode(&batch, skein_log::batch::MAX_DECOMPRESSED) {
             for record in decoded.iter() {
                 let _ = record;
             }

@@ -33,6 +33,10 @@ pub enum GatewayError {
     /// An offset outside the partition's log.
     #[error("{0}")]
     OffsetOutOfRange(String),
+    /// Stored records that cannot be decoded within the gateway's bounds; the offending
+    /// partition and position are named, and nothing is served from them.
+    #[error("{0}")]
+    CorruptRecords(String),
     /// The brokers or the control plane cannot be reached now; retrying may help.
     #[error("{0}")]
     Unavailable(String),
@@ -52,6 +56,9 @@ impl From<ClientError> for GatewayError {
             ClientError::OffsetOutOfRange { .. } => Self::OffsetOutOfRange(e.to_string()),
             ClientError::UnknownPartition { .. } => Self::NotFound(e.to_string()),
             ClientError::InvalidArgument { .. } => Self::Invalid(e.to_string()),
+            ClientError::RecordBatch { source, .. } => {
+                Self::CorruptRecords(format!("{e}: {source}"))
+            }
             _ => match e.kafka_error() {
                 Some(ResponseError::UnknownTopicOrPartition | ResponseError::UnknownTopicId) => {
                     Self::NotFound(e.to_string())
@@ -107,6 +114,10 @@ impl From<GatewayError> for Problem {
                 "offset-out-of-range",
                 detail,
             ),
+            GatewayError::CorruptRecords(_) => {
+                tracing::warn!(error = %detail, "stored records cannot be decoded");
+                Problem::new(StatusCode::BAD_GATEWAY, "corrupt-records", detail)
+            }
             GatewayError::Unavailable(_) => {
                 Problem::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
             }
@@ -137,6 +148,10 @@ impl From<GatewayError> for tonic::Status {
             GatewayError::Conflict(_) => tonic::Status::aborted(message),
             GatewayError::Unprocessable(_) => tonic::Status::failed_precondition(message),
             GatewayError::OffsetOutOfRange(_) => tonic::Status::out_of_range(message),
+            GatewayError::CorruptRecords(_) => {
+                tracing::warn!(error = %message, "stored records cannot be decoded");
+                tonic::Status::data_loss(message)
+            }
             GatewayError::Unavailable(_) => tonic::Status::unavailable(message),
             GatewayError::Internal(_) => {
                 tracing::error!(error = %message, "gateway failure");

@@ -36,7 +36,10 @@ pub(crate) fn run(path: &Path, records: bool) -> anyhow::Result<()> {
             header.crc,
         );
         if records {
-            let decoded = DecodedRecords::decode(&bytes[position..position + header.size()])?;
+            let decoded = DecodedRecords::decode(
+                &bytes[position..position + header.size()],
+                skein_log::batch::MAX_DECOMPRESSED,
+            )?;
             for record in decoded.iter() {
                 let record = record?;
                 println!(

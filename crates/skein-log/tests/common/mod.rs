@@ -77,7 +77,7 @@ pub fn read_all(log: &Log) -> Vec<Seen> {
 pub fn decode_all(mut bytes: &[u8]) -> Vec<Seen> {
     let mut out = Vec::new();
     while !bytes.is_empty() {
-        let decoded = DecodedRecords::decode(bytes).unwrap();
+        let decoded = DecodedRecords::decode(bytes, skein_log::batch::MAX_DECOMPRESSED).unwrap();
         let size = decoded.header.size();
         for r in decoded.iter() {
             let r = r.unwrap();

@@ -54,7 +54,7 @@ impl OffsetStore {
                 let bytes = slice.to_verified_bytes()?;
                 let mut rest = &bytes[..];
                 while !rest.is_empty() {
-                    let decoded = DecodedRecords::decode(rest)?;
+                    let decoded = DecodedRecords::decode(rest, skein_log::batch::MAX_DECOMPRESSED)?;
                     for record in decoded.iter() {
                         let record = record?;
                         let Some(key) = record.key.and_then(decode_key) else {

@@ -22,6 +22,7 @@ pub(crate) fn log_error_code(err: &LogError) -> i16 {
             skein_log::batch::BatchError::UnsupportedMagic { .. } => {
                 ResponseError::UnsupportedForMessageFormat
             }
+            source if source.is_invalid_records() => ResponseError::InvalidRecord,
             _ => ResponseError::CorruptMessage,
         },
         LogError::BatchTooLarge { .. } => ResponseError::MessageTooLarge,

@@ -55,7 +55,8 @@ pub struct EventsQuery {
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct RecordEvent {
     /// Always `record` (an `expired` event with a text message ends the stream when the
-    /// token expires).
+    /// token expires; a `corrupt-records` event with a text message says that a partition's
+    /// stored records cannot be decoded, and that partition is no longer tailed).
     pub event: String,
     /// The position after this record in every partition (`0:15,1:7`): send it back as
     /// `Last-Event-ID` to resume after it.
@@ -199,6 +200,15 @@ pub async fn events(
                             resolve(&tenant, &topic, partition, Start::Earliest).await
                         {
                             positions.insert(partition, start);
+                        }
+                        continue;
+                    }
+                    Err(GatewayError::CorruptRecords(detail)) => {
+                        // Say so once and stop tailing that partition; the others go on.
+                        positions.remove(&partition);
+                        let event = Event::default().event("corrupt-records").data(detail);
+                        if sender.send(Ok(event)).await.is_err() {
+                            return;
                         }
                         continue;
                     }

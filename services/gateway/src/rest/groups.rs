@@ -316,6 +316,7 @@ pub async fn join_group(
         (status = 401, description = "No valid credential", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "No READ on the group or a topic", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "A quota is used up; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "Stored records cannot be decoded; the problem names the partition", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn read_group(

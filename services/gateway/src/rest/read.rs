@@ -74,6 +74,7 @@ pub struct ReadResults {
         (status = 404, description = "No such topic or partition", body = Problem, content_type = "application/problem+json"),
         (status = 416, description = "The offset is outside the partition's log", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "A quota is used up; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "Stored records cannot be decoded; the problem names the partition", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn read_partition(

@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 pub mod dev;
+pub mod kafka;
 pub mod processes;
 
 /// One HTTP/1.1 request; returns the status and the body.

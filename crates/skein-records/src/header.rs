@@ -20,7 +20,7 @@
 //!
 //! All integers are big-endian, as on the wire.
 
-use super::BatchError;
+use crate::BatchError;
 
 /// Bytes in a batch header, up to and including `records_count`.
 pub const HEADER_LEN: usize = 61;
@@ -237,7 +237,7 @@ pub fn validate_batch(buf: &[u8]) -> Result<BatchHeader, BatchError> {
 }
 
 /// Rewrites the fields that lie outside the CRC: base offset and partition leader epoch.
-pub(crate) fn set_offset_and_epoch(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {
+pub fn set_offset_and_epoch(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {
     batch[BASE_OFFSET..BASE_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
     batch[PARTITION_LEADER_EPOCH..PARTITION_LEADER_EPOCH + 4]
         .copy_from_slice(&leader_epoch.to_be_bytes());
@@ -245,7 +245,7 @@ pub(crate) fn set_offset_and_epoch(batch: &mut [u8], base_offset: i64, leader_ep
 
 /// Marks a batch as LogAppendTime with the given time and recomputes its CRC. The records are
 /// not touched.
-pub(crate) fn set_log_append_time(batch: &mut [u8], size: usize, now_ms: i64) {
+pub fn set_log_append_time(batch: &mut [u8], size: usize, now_ms: i64) {
     let attributes = read_i16(batch, ATTRIBUTES) | TIMESTAMP_TYPE_BIT;
     batch[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
     batch[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&now_ms.to_be_bytes());

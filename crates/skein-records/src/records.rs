@@ -15,7 +15,7 @@
 //!
 //! Varints are zig-zag encoded, as in protobuf.
 
-use super::BatchError;
+use crate::BatchError;
 
 /// One record, borrowed from the decompressed records section of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,8 +24,42 @@ pub struct Record<'a> {
     pub offset_delta: i32,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
+    /// The record's headers, already checked to lie within the record.
+    pub headers: Headers<'a>,
     /// The whole record, its length prefix included, as stored.
     pub raw: &'a [u8],
+}
+
+/// The headers of one record: `count` (key, value) pairs in `raw`, each key and value a
+/// length-prefixed byte string. [`RecordIter`] has checked that they fill `raw` exactly, so
+/// `count` is at most half of `raw.len()` whatever the record declared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Headers<'a> {
+    raw: &'a [u8],
+    count: usize,
+}
+
+impl<'a> Headers<'a> {
+    /// How many headers there are.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The headers in order: a key (`None` only if the record says so, which Kafka's
+    /// clients never write) and a value (`None` for a null value).
+    pub fn iter(&self) -> impl Iterator<Item = (Option<&'a [u8]>, Option<&'a [u8]>)> + 'a {
+        let raw = self.raw;
+        let mut pos = 0usize;
+        (0..self.count).map_while(move |_| {
+            let key = read_bytes(raw, &mut pos).ok()?;
+            let value = read_bytes(raw, &mut pos).ok()?;
+            Some((key, value))
+        })
+    }
 }
 
 /// Iterates the records of an uncompressed records section.
@@ -68,7 +102,14 @@ impl<'a> RecordIter<'a> {
         if headers < 0 {
             return Err(BatchError::InvalidRecord { at: start });
         }
-        for _ in 0..headers {
+        // Each header takes at least two bytes, so a count the bytes cannot hold fails here,
+        // before any header is read.
+        let headers_start = p;
+        let count = headers as usize;
+        if count > (end - p) / 2 {
+            return Err(BatchError::InvalidRecord { at: start });
+        }
+        for _ in 0..count {
             read_bytes(body, &mut p)?;
             read_bytes(body, &mut p)?;
         }
@@ -81,6 +122,10 @@ impl<'a> RecordIter<'a> {
             offset_delta,
             key,
             value,
+            headers: Headers {
+                raw: &self.buf[headers_start..end],
+                count,
+            },
             raw: &self.buf[start..end],
         })
     }

@@ -1,11 +1,11 @@
 //! Builds record batches: for compaction (which rewrites a batch from the records it keeps)
 //! and for tests and benchmarks (which play the producer).
 
-use super::header::{
+use crate::header::{
     ATTRIBUTES, BASE_OFFSET, BATCH_LENGTH, CRC, HEADER_LEN, LOG_OVERHEAD, MAGIC, MAGIC_AT,
 };
-use super::records::{write_varint, write_varlong};
-use super::{compress, BatchError, Compression};
+use crate::records::{write_varint, write_varlong};
+use crate::{compress, BatchError, Compression};
 
 /// A record to put in a new batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -97,19 +97,19 @@ fn write_opt_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
 
 /// Header fields for [`assemble`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct BatchParts {
-    pub(crate) base_offset: i64,
-    pub(crate) attributes: i16,
-    pub(crate) last_offset_delta: i32,
-    pub(crate) base_timestamp: i64,
-    pub(crate) max_timestamp: i64,
-    pub(crate) producer: ProducerFields,
-    pub(crate) records_count: i32,
+pub struct BatchParts {
+    pub base_offset: i64,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer: ProducerFields,
+    pub records_count: i32,
 }
 
 /// Puts a header in front of already-encoded records, compressing them with the codec named
 /// in `attributes`, and computes length and CRC.
-pub(crate) fn assemble(records: &[u8], parts: BatchParts) -> Result<Vec<u8>, BatchError> {
+pub fn assemble(records: &[u8], parts: BatchParts) -> Result<Vec<u8>, BatchError> {
     let compression = Compression::from_attributes(parts.attributes)?;
     let payload = compress(compression, records)?;
     let size = HEADER_LEN + payload.len();

@@ -1,21 +1,24 @@
-//! Kafka RecordBatch v2: the unit the log stores, exactly as it travels on the wire.
+//! Kafka RecordBatch v2, sans I/O: the unit the log stores, exactly as it travels on the
+//! wire, and the one place where its bytes are parsed.
 //!
-//! The log reads batch headers on every append and read; it looks at records only to
-//! compact and to find an offset by timestamp.
+//! Batches come from peers, so nothing here trusts a length, count or size a batch declares:
+//! decompression stops at a limit the caller chooses ([`decompress`]), records are read
+//! without copying and only within the bytes that hold them ([`RecordIter`]), and
+//! [`validate_records`] checks that a producer's batch is what its header says, so that
+//! whatever the broker stores can be decoded within bounds by every reader.
 
 mod builder;
 mod compression;
 mod header;
 mod records;
 
-pub(crate) use builder::{assemble, BatchParts};
-pub use builder::{build_batch, NewRecord, ProducerFields};
-pub use compression::{compress, decompress, MAX_DECOMPRESSED};
-pub(crate) use header::{set_log_append_time, set_offset_and_epoch};
+pub use builder::{assemble, build_batch, BatchParts, NewRecord, ProducerFields};
+pub use compression::{compress, decompress, decompression_limit, MAX_DECOMPRESSED};
 pub use header::{
-    validate_batch, BatchHeader, Compression, TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC,
+    set_log_append_time, set_offset_and_epoch, validate_batch, BatchHeader, Compression,
+    TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC,
 };
-pub use records::{Record, RecordIter};
+pub use records::{Headers, Record, RecordIter};
 
 /// What is wrong with a batch.
 #[derive(Debug, thiserror::Error)]
@@ -42,8 +45,89 @@ pub enum BatchError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{codec:?} records decompress to more than {limit} bytes")]
+    DecompressedTooLarge { codec: Compression, limit: usize },
     #[error("record at byte {at} of the records section is malformed")]
     InvalidRecord { at: usize },
+    #[error("batch declares {declared} records but its records section holds {found}")]
+    RecordCountMismatch { declared: i32, found: usize },
+    #[error("record {index} of the batch has offset delta {offset_delta}")]
+    OffsetDeltaMismatch { index: usize, offset_delta: i32 },
+    #[error("{trailing} bytes follow the last record of the batch")]
+    TrailingBytes { trailing: usize },
+    #[error("producers may not write control batches")]
+    ControlBatch,
+}
+
+impl BatchError {
+    /// Whether the batch's header and CRC are sound and only its records are not what the
+    /// header says (Kafka's INVALID_RECORD, where a broken header is CORRUPT_MESSAGE).
+    pub fn is_invalid_records(&self) -> bool {
+        matches!(
+            self,
+            Self::DecompressedTooLarge { .. }
+                | Self::Decompression { .. }
+                | Self::InvalidRecord { .. }
+                | Self::RecordCountMismatch { .. }
+                | Self::OffsetDeltaMismatch { .. }
+                | Self::TrailingBytes { .. }
+                | Self::ControlBatch
+        )
+    }
+}
+
+/// Checks the records of a producer's batch the way Kafka's LogValidator does, given its
+/// validated header: not a control batch; its records decompress within `limit`; exactly
+/// `records_count` records fill the records section with nothing after them; every record's
+/// lengths and header count agree with its bytes; and record `i` has offset delta `i`.
+/// Whatever passes can be read back with [`DecodedRecords::decode`] and the same limit.
+pub fn validate_records(
+    batch: &[u8],
+    header: &BatchHeader,
+    limit: usize,
+) -> Result<(), BatchError> {
+    if header.is_control() {
+        return Err(BatchError::ControlBatch);
+    }
+    let payload = batch
+        .get(HEADER_LEN..header.size())
+        .ok_or(BatchError::Truncated {
+            need: header.size(),
+            have: batch.len(),
+        })?;
+    match header.compression()? {
+        // Read where it lies: no copy for the common case.
+        Compression::None if payload.len() <= limit => check_records(header, payload),
+        codec => check_records(header, &decompress(codec, payload, limit)?),
+    }
+}
+
+fn check_records(header: &BatchHeader, section: &[u8]) -> Result<(), BatchError> {
+    let mut found = 0usize;
+    let mut end = 0usize;
+    for (index, record) in RecordIter::new(section, header.records_count).enumerate() {
+        let record = record?;
+        if i64::from(record.offset_delta) != index as i64 {
+            return Err(BatchError::OffsetDeltaMismatch {
+                index,
+                offset_delta: record.offset_delta,
+            });
+        }
+        found += 1;
+        end += record.raw.len();
+    }
+    if found as i64 != i64::from(header.records_count) {
+        return Err(BatchError::RecordCountMismatch {
+            declared: header.records_count,
+            found,
+        });
+    }
+    if end != section.len() {
+        return Err(BatchError::TrailingBytes {
+            trailing: section.len() - end,
+        });
+    }
+    Ok(())
 }
 
 /// The decompressed records of a batch, with the header they belong to.
@@ -54,8 +138,8 @@ pub struct DecodedRecords {
 }
 
 impl DecodedRecords {
-    /// Decompresses the records of a whole, valid batch.
-    pub fn decode(batch: &[u8]) -> Result<Self, BatchError> {
+    /// Decompresses the records of a whole, valid batch to at most `limit` bytes.
+    pub fn decode(batch: &[u8], limit: usize) -> Result<Self, BatchError> {
         let header = BatchHeader::parse(batch)?;
         let payload = batch
             .get(HEADER_LEN..header.size())
@@ -63,7 +147,7 @@ impl DecodedRecords {
                 need: header.size(),
                 have: batch.len(),
             })?;
-        let records = decompress(header.compression()?, payload)?;
+        let records = decompress(header.compression()?, payload, limit)?;
         Ok(Self { header, records })
     }
 
@@ -115,7 +199,8 @@ mod tests {
             assert_eq!(header.compression().unwrap(), codec);
             assert_eq!(header.last_offset_delta, 2);
             assert_eq!(header.max_timestamp, 12);
-            let decoded = DecodedRecords::decode(&batch).unwrap();
+            let decoded = DecodedRecords::decode(&batch, MAX_DECOMPRESSED).unwrap();
+            validate_records(&batch, &header, MAX_DECOMPRESSED).unwrap();
             let got: Vec<_> = decoded.iter().map(|r| r.unwrap()).collect();
             assert_eq!(got.len(), 3);
             assert_eq!(got[1].key, Some(&b"b"[..]));

@@ -1,0 +1,96 @@
+//! Kafka requests built with `kafka-protocol` and sent as raw frames, for what no client
+//! library will send: batches crafted to attack the broker.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+pub struct RawKafka {
+    stream: TcpStream,
+    next_id: i32,
+}
+
+pub fn name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+impl RawKafka {
+    pub fn connect(addr: &str) -> Self {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Self { stream, next_id: 1 }
+    }
+
+    /// Sends one request and reads its response.
+    pub fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Resp {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(id)
+            .encode(&mut frame, key.request_header_version(version))
+            .unwrap();
+        request.encode(&mut frame, version).unwrap();
+        let mut out = (frame.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(&frame);
+        self.stream.write_all(&out).unwrap();
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+        self.stream.read_exact(&mut body).unwrap();
+        let mut body = Bytes::from(body);
+        let header =
+            ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+        assert_eq!(header.correlation_id, id);
+        Resp::decode(&mut body, version).unwrap()
+    }
+
+    /// Produces `records` (batches as bytes) to one partition with acks=1; answers the
+    /// partition's error code.
+    pub fn produce(&mut self, topic: &str, partition: i32, records: Vec<u8>) -> i16 {
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name(topic))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(Bytes::from(records)))])]);
+        let response: ProduceResponse = self.call(ApiKey::Produce, 7, &request);
+        response.responses[0].partition_responses[0].error_code
+    }
+
+    /// The partition's latest offset (its high watermark).
+    pub fn latest_offset(&mut self, topic: &str, partition: i32) -> i64 {
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_timestamp(-1)])]);
+        let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 5, &request);
+        let answer = &response.topics[0].partitions[0];
+        assert_eq!(answer.error_code, 0, "ListOffsets of {topic}-{partition}");
+        answer.offset
+    }
+}
