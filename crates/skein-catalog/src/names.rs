@@ -28,12 +28,18 @@ pub fn validate_tenant_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Kafka's topic name rules: 1-249 of `a-zA-Z0-9._-`, and not `.` or `..`.
+/// Kafka's topic name rules: 1-249 of `a-zA-Z0-9._-`, and not `.` or `..`; names starting
+/// with `__` (`__consumer_offsets`, `__transaction_state`, ...) belong to the cluster.
 pub fn validate_topic_name(name: &str) -> Result<()> {
     let invalid = |reason: String| CatalogError::Invalid {
         what: "topic name",
         reason,
     };
+    if name.starts_with("__") {
+        return Err(invalid(format!(
+            "{name:?} starts with '__', which is reserved for the cluster's internal topics"
+        )));
+    }
     if name.is_empty() || name.len() > 249 {
         return Err(invalid(format!(
             "{name:?} must be 1 to 249 characters long"
@@ -72,7 +78,17 @@ mod tests {
         for ok in ["orders", "a.b_c-D9", &"t".repeat(249)] {
             assert!(validate_topic_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", ".", "..", "a b", "a/b", "ü", &"t".repeat(250)] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a b",
+            "a/b",
+            "ü",
+            &"t".repeat(250),
+            "__consumer_offsets",
+            "__x",
+        ] {
             assert!(validate_topic_name(bad).is_err(), "{bad}");
         }
     }

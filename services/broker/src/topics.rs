@@ -77,12 +77,32 @@ pub struct Replaced {
     pub changed: Vec<TopicInfo>,
 }
 
-/// Kafka's rule for topic names: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+/// Whether a name belongs to the cluster rather than a tenant: `__consumer_offsets`,
+/// `__transaction_state` and every other name starting with `__`. No client may create,
+/// delete, alter, produce to or read such a topic.
+pub fn is_internal(name: &str) -> bool {
+    name.starts_with("__")
+}
+
+/// Refuses an internal name ([`is_internal`]) with INVALID_TOPIC_EXCEPTION's error.
+pub fn refuse_internal(name: &str) -> Result<(), TopicError> {
+    if is_internal(name) {
+        return Err(TopicError::InvalidName {
+            name: name.to_owned(),
+            reason: "names starting with '__' are reserved for the cluster's internal topics",
+        });
+    }
+    Ok(())
+}
+
+/// Kafka's rule for topic names: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`, and
+/// not an internal name.
 pub fn validate_name(name: &str) -> Result<(), TopicError> {
     let invalid = |reason| TopicError::InvalidName {
         name: name.to_owned(),
         reason,
     };
+    refuse_internal(name)?;
     if name.is_empty() || name.len() > 249 {
         return Err(invalid("must be 1 to 249 characters"));
     }
@@ -115,6 +135,9 @@ impl TopicRegistry {
                 let (Ok(partitions), Ok(id)) = (partitions.parse(), Uuid::parse_str(id)) else {
                     continue;
                 };
+                if is_internal(name) {
+                    continue;
+                }
                 let configs = parts
                     .filter_map(|kv| kv.split_once('='))
                     .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -166,7 +189,9 @@ impl TopicRegistry {
         let mut topics = self.topics.write();
         let mut next: BTreeMap<String, TopicInfo> = BTreeMap::new();
         for topic in latest {
-            if retired.contains(&topic.id) {
+            // The control plane refuses such names; a catalog from before that rule may
+            // still hold one, and its log would be the cluster's own.
+            if retired.contains(&topic.id) || is_internal(&topic.name) {
                 continue;
             }
             if fresh
@@ -287,6 +312,7 @@ impl TopicRegistry {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicInfo, TopicError> {
+        refuse_internal(name)?;
         if let Source::Controller(link) = &self.source {
             let info = link.set_configs(name, configs).await?;
             self.topics.write().insert(name.to_owned(), info.clone());
@@ -312,6 +338,7 @@ impl TopicRegistry {
 
     /// Removes a topic; its logs are the caller's to delete.
     pub async fn delete(&self, name: &str) -> Result<TopicInfo, TopicError> {
+        refuse_internal(name)?;
         if let Source::Controller(link) = &self.source {
             let Some(info) = self.get(name) else {
                 return Err(TopicError::NotFound {
@@ -348,6 +375,7 @@ impl TopicRegistry {
         count: i32,
         validate_only: bool,
     ) -> Result<TopicInfo, TopicError> {
+        refuse_internal(name)?;
         let Some(info) = self.get(name) else {
             return Err(TopicError::NotFound {
                 name: name.to_owned(),

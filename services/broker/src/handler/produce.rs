@@ -17,6 +17,8 @@ pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> 
     let mut appended = false;
     for topic in request.topic_data {
         let name = topic.name.0.as_str().to_owned();
+        // Kafka: "Cannot append to internal topic". Only the coordinators write there.
+        let internal = crate::topics::is_internal(&name);
         // One replica: acks=all cannot be met when the topic asks for more in sync.
         let too_few_replicas = request.acks == -1
             && broker
@@ -30,6 +32,11 @@ pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> 
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
+            if internal {
+                partitions
+                    .push(answer.with_error_code(ResponseError::InvalidTopicException.code()));
+                continue;
+            }
             let Some(log) = broker.partition_log(&name, data.index) else {
                 partitions
                     .push(answer.with_error_code(ResponseError::UnknownTopicOrPartition.code()));
