@@ -64,11 +64,13 @@ impl Default for LogManagerConfig {
     }
 }
 
-/// Totals of one maintenance pass over every partition.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Totals of one maintenance pass over every partition, and the partitions whose pass
+/// failed (each failure is logged with its reason).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MaintenanceReport {
     pub retention: RetentionReport,
     pub compaction: CompactionReport,
+    pub failed: Vec<TopicPartition>,
 }
 
 /// A shared, lockable partition log.
@@ -205,11 +207,26 @@ impl LogManager {
     }
 
     /// One maintenance pass: retention, compaction and due flushes on every partition.
-    pub fn maintain(&self) -> Result<MaintenanceReport> {
-        let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
+    pub fn maintain(&self) -> MaintenanceReport {
+        let logs: Vec<(TopicPartition, SharedLog)> = self
+            .logs
+            .read()
+            .iter()
+            .map(|(tp, log)| (tp.clone(), Arc::clone(log)))
+            .collect();
         let mut total = MaintenanceReport::default();
-        for log in logs {
-            let (retention, compaction) = log.write().maintain()?;
+        for (tp, log) in logs {
+            // One partition's failure (a fenced log, a full disk) must not stop retention
+            // and compaction of every partition after it.
+            let result = log.write().maintain();
+            let (retention, compaction) = match result {
+                Ok(done) => done,
+                Err(e) => {
+                    tracing::error!(partition = %tp, error = %e, "partition maintenance failed");
+                    total.failed.push(tp);
+                    continue;
+                }
+            };
             total.retention.segments_deleted += retention.segments_deleted;
             total.retention.bytes_deleted += retention.bytes_deleted;
             total.compaction.segments_rewritten += compaction.segments_rewritten;
@@ -217,7 +234,7 @@ impl LogManager {
             total.compaction.bytes_before += compaction.bytes_before;
             total.compaction.bytes_after += compaction.bytes_after;
         }
-        Ok(total)
+        total
     }
 
     /// Closes every log cleanly. Logs still shared elsewhere are flushed but not marked

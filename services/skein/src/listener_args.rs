@@ -71,16 +71,17 @@ pub(crate) async fn maintain_until_signal(
             _ = terminate.recv() => break,
             _ = ticks.tick() => {
                 let b = Arc::clone(broker);
-                match tokio::task::spawn_blocking(move || b.logs.maintain()).await? {
-                    Ok(report) if report.retention.segments_deleted > 0 || report.compaction.segments_rewritten > 0 => {
-                        tracing::info!(
-                            deleted_segments = report.retention.segments_deleted,
-                            compacted_segments = report.compaction.segments_rewritten,
-                            "maintenance"
-                        );
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::error!(error = %e, "maintenance failed"),
+                let report = tokio::task::spawn_blocking(move || b.logs.maintain()).await?;
+                if report.retention.segments_deleted > 0
+                    || report.compaction.segments_rewritten > 0
+                    || !report.failed.is_empty()
+                {
+                    tracing::info!(
+                        deleted_segments = report.retention.segments_deleted,
+                        compacted_segments = report.compaction.segments_rewritten,
+                        failed_partitions = report.failed.len(),
+                        "maintenance"
+                    );
                 }
             }
         }
