@@ -1928,3 +1928,74 @@ fn a_tenants_byte_quota_holds_across_gateway_replicas() {
     // alone would let it through in 2 s.
     assert!(elapsed >= 4.0, "600 KB in {elapsed:.2} s");
 }
+
+/// A REST group cursor names the topics it reads; a client that edits it to name a topic
+/// its principal may not read gets an error and no record of that topic, as a direct read
+/// of the topic does.
+#[test]
+fn an_edited_group_cursor_cannot_read_a_topic_the_principal_may_not() {
+    let cluster = Cluster::start(&["acme"], 1);
+    cluster.topic("acme", "public", 1);
+    cluster.topic("acme", "secret", 1);
+    cluster.allow("acme", "admin", "TOPIC", "*", "ALL");
+    cluster.allow("acme", "reader", "GROUP", "readers", "READ");
+    cluster.allow("acme", "reader", "TOPIC", "public", "READ");
+    let admin = token("acme", "admin", json!({}));
+    let reader = token("acme", "reader", json!({}));
+    cluster.wait_for_topic(&admin, "secret");
+    cluster.wait_for_topic(&reader, "public");
+    let body = json!({"records": [{"value": "classified"}]}).to_string();
+    let written = cluster.call(0, "POST", "/v1/topics/secret/records", &admin, &body);
+    assert_eq!(written.status, 200, "{}", written.body);
+    let direct = cluster.call(
+        0,
+        "GET",
+        "/v1/topics/secret/partitions/0/records?offset=0",
+        &reader,
+        "",
+    );
+    assert_eq!(direct.status, 403, "{}", direct.body);
+
+    let joined = cluster.call(
+        0,
+        "POST",
+        "/v1/groups/readers/members",
+        &reader,
+        r#"{"topics":["public"],"session_timeout_ms":6000}"#,
+    );
+    assert_eq!(joined.status, 200, "{}", joined.body);
+    let cursor = joined.json()["cursor"].as_str().unwrap().to_owned();
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let decoded: Value = serde_json::from_slice(&engine.decode(&cursor).unwrap()).unwrap();
+    // Positions in the forbidden topic, alone or beside the subscribed one.
+    let mut positions_only = decoded.clone();
+    positions_only["positions"] = json!({"secret": {"0": 0}});
+    let mut both = decoded.clone();
+    both["positions"]["secret"] = json!({"0": 0});
+    let mut subscribed_too = decoded;
+    subscribed_too["topics"] = json!(["public", "secret"]);
+    subscribed_too["positions"]["secret"] = json!({"0": 0});
+    for forged in [positions_only, both, subscribed_too] {
+        let forged = engine.encode(forged.to_string());
+        for path in [format!(
+            "/v1/groups/readers/records?cursor={forged}&max_wait_ms=0"
+        )] {
+            let read = cluster.call(0, "GET", &path, &reader, "");
+            assert!(
+                read.status == 400 || read.status == 403,
+                "{} {}",
+                read.status,
+                read.body
+            );
+            assert!(!read.body.contains("classified"), "{}", read.body);
+        }
+        let commit = json!({ "cursor": forged }).to_string();
+        let committed = cluster.call(0, "POST", "/v1/groups/readers/offsets", &reader, &commit);
+        assert!(
+            committed.status == 400 || committed.status == 403,
+            "{} {}",
+            committed.status,
+            committed.body
+        );
+    }
+}

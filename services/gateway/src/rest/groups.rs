@@ -14,7 +14,7 @@
 //! A member that stops reading for its session timeout is expired by the coordinator, and
 //! its partitions move to the others.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,7 +72,23 @@ impl Cursor {
                 cursor.group
             )));
         }
+        // Positions only for the topics the member subscribed to, which are the ones
+        // authorized on every use.
+        if let Some(stray) = cursor.positions.keys().find(|t| !cursor.topics.contains(t)) {
+            return Err(GatewayError::Invalid(format!(
+                "the cursor holds positions in {stray}, which it is not subscribed to"
+            )));
+        }
         Ok(cursor)
+    }
+
+    /// Every topic the cursor names: its subscription and the topics of its positions.
+    fn named_topics(&self) -> BTreeSet<&str> {
+        self.topics
+            .iter()
+            .chain(self.positions.keys())
+            .map(String::as_str)
+            .collect()
     }
 
     fn session(&self) -> Duration {
@@ -184,7 +200,11 @@ fn membership(cursor: &Cursor) -> Membership {
 }
 
 /// Checks READ on the group and on each topic.
-fn check(call: &Call, group: &str, topics: &[String]) -> Result<(), GatewayError> {
+fn check<'a>(
+    call: &Call,
+    group: &str,
+    topics: impl IntoIterator<Item = &'a str>,
+) -> Result<(), GatewayError> {
     call.check(Operation::Read, ResourceType::Group, group)?;
     for topic in topics {
         call.topic(topic, Operation::Read)?;
@@ -285,7 +305,7 @@ pub async fn join_group(
             )))
         }
     };
-    check(&call, &group, &body.topics)?;
+    check(&call, &group, body.topics.iter().map(String::as_str))?;
     let tenant = call.client(&gateway).await?;
     let mut topics = body.topics.clone();
     topics.sort();
@@ -326,7 +346,7 @@ pub async fn read_group(
     ApiQuery(query): ApiQuery<GroupReadQuery>,
 ) -> Result<Json<GroupRecords>, Problem> {
     let mut cursor = Cursor::decode(&query.cursor, &group)?;
-    check(&call, &group, &cursor.topics)?;
+    check(&call, &group, cursor.named_topics())?;
     let max_records = query.max_records.unwrap_or(500);
     if max_records == 0 || max_records > MAX_RECORDS {
         return Err(Problem::bad_request(format!(
@@ -445,7 +465,7 @@ pub async fn commit(
     ApiJson(body): ApiJson<CommitBody>,
 ) -> Result<Json<Committed>, Problem> {
     let cursor = Cursor::decode(&body.cursor, &group)?;
-    check(&call, &group, &cursor.topics)?;
+    check(&call, &group, cursor.named_topics())?;
     let tenant = call.client(&gateway).await?;
     let mut session = session(&tenant, &cursor);
     let offsets: BTreeMap<(String, i32), i64> = cursor
