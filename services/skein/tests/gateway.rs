@@ -1977,18 +1977,15 @@ fn an_edited_group_cursor_cannot_read_a_topic_the_principal_may_not() {
     subscribed_too["positions"]["secret"] = json!({"0": 0});
     for forged in [positions_only, both, subscribed_too] {
         let forged = engine.encode(forged.to_string());
-        for path in [format!(
-            "/v1/groups/readers/records?cursor={forged}&max_wait_ms=0"
-        )] {
-            let read = cluster.call(0, "GET", &path, &reader, "");
-            assert!(
-                read.status == 400 || read.status == 403,
-                "{} {}",
-                read.status,
-                read.body
-            );
-            assert!(!read.body.contains("classified"), "{}", read.body);
-        }
+        let path = format!("/v1/groups/readers/records?cursor={forged}&max_wait_ms=0");
+        let read = cluster.call(0, "GET", &path, &reader, "");
+        assert!(
+            read.status == 400 || read.status == 403,
+            "{} {}",
+            read.status,
+            read.body
+        );
+        assert!(!read.body.contains("classified"), "{}", read.body);
         let commit = json!({ "cursor": forged }).to_string();
         let committed = cluster.call(0, "POST", "/v1/groups/readers/offsets", &reader, &commit);
         assert!(
