@@ -13,6 +13,10 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// `socket.request.max.bytes`: a larger frame closes the connection.
     pub max_request_bytes: usize,
+    /// `max.connections`: connections accepted beyond it are closed at once.
+    pub max_connections: usize,
+    /// `connections.max.idle.ms`: a connection that sends no request for this long is closed.
+    pub connections_max_idle_ms: u64,
     /// `auto.create.topics.enable`.
     pub auto_create_topics: bool,
     /// `num.partitions`: partitions of an auto-created topic.
@@ -33,6 +37,8 @@ impl BrokerConfig {
             advertised_port: 9092,
             data_dir: data_dir.into(),
             max_request_bytes: 100 * 1024 * 1024,
+            max_connections: 10_000,
+            connections_max_idle_ms: 600_000,
             auto_create_topics: true,
             default_partitions: 1,
             group_initial_rebalance_delay_ms: 3000,

@@ -2,6 +2,7 @@
 //! A reader handles requests one after another while a writer task sends their responses.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::StreamExt;
@@ -9,9 +10,10 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
+use tokio_util::codec::FramedRead;
 
 use crate::dispatch::{self, Reply};
+use crate::frame::FrameCodec;
 use crate::Broker;
 
 /// Why a connection was closed.
@@ -19,6 +21,8 @@ use crate::Broker;
 pub(crate) enum ConnectionError {
     #[error("frame error: {0}")]
     Frame(#[source] std::io::Error),
+    #[error("no request for {idle_ms} ms (connections.max.idle.ms)")]
+    Idle { idle_ms: u64 },
     #[error("request header is {len} bytes, too short")]
     ShortHeader { len: usize },
     #[error("unknown api key {api_key}")]
@@ -52,11 +56,8 @@ pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), Co
         .peer_addr()
         .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()));
     let (read, write) = stream.into_split();
-    let codec = LengthDelimitedCodec::builder()
-        .length_field_length(4)
-        .max_frame_length(broker.config.max_request_bytes)
-        .new_codec();
-    let mut requests = FramedRead::new(read, codec);
+    let mut requests = FramedRead::new(read, FrameCodec::new(broker.config.max_request_bytes));
+    let idle_ms = broker.config.connections_max_idle_ms;
     let (responses, mut queued) = mpsc::channel::<Bytes>(RESPONSES_IN_FLIGHT);
     let writer = tokio::spawn(async move {
         // Small responses gather in the buffer; one larger than it (a fetch) is written
@@ -72,8 +73,14 @@ pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), Co
         Ok::<_, std::io::Error>(())
     });
     // Requests are handled one at a time, so responses leave in request order.
+    // A connection that sends no request for `connections.max.idle.ms` is closed; the time
+    // spent answering a request (a long poll) does not count.
     let handled = async {
-        while let Some(frame) = requests.next().await {
+        loop {
+            let next = tokio::time::timeout(Duration::from_millis(idle_ms), requests.next());
+            let Some(frame) = next.await.map_err(|_| ConnectionError::Idle { idle_ms })? else {
+                break;
+            };
             let frame = frame.map_err(ConnectionError::Frame)?;
             if let Reply::Response(bytes) = handle_frame(frame, &broker, &peer).await? {
                 if responses.send(bytes).await.is_err() {

@@ -14,6 +14,7 @@ mod connection;
 pub mod controller_link;
 mod dispatch;
 mod fetch_session;
+mod frame;
 mod group;
 mod handler;
 mod listener;

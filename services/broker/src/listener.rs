@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::connection;
@@ -24,18 +25,30 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Fu
             }
         })
     };
+    // `max.connections`: past it a new connection is closed at once, and those open go on.
+    let slots = Arc::new(Semaphore::new(broker.config.max_connections));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                        tracing::warn!(
+                            %peer,
+                            max_connections = broker.config.max_connections,
+                            "refused connection: max.connections reached"
+                        );
+                        drop(stream);
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     let broker = Arc::clone(&broker);
                     connections.spawn(async move {
                         if let Err(e) = connection::run(stream, broker).await {
                             tracing::info!(%peer, reason = %e, "closed connection");
                         }
+                        drop(slot);
                     });
                 }
                 Err(e) => tracing::warn!(error = %e, "accept failed"),

@@ -219,3 +219,45 @@ mod produce_errors {
         assert_eq!(log.read().log_end_offset(), 1);
     }
 }
+
+/// An ApiVersions v0 request on `stream`; whether it was answered.
+fn answers(stream: &mut TcpStream) -> bool {
+    stream.write_all(&frame(18, 0, 7, &[])).is_ok() && read_response(stream).is_some()
+}
+
+#[test]
+fn connections_past_max_connections_are_closed_and_the_open_ones_go_on() {
+    let broker = TestBroker::start_with(|config| config.max_connections = 2);
+    let mut first = connect(&broker);
+    let mut second = connect(&broker);
+    assert!(answers(&mut first) && answers(&mut second));
+    let mut third = connect(&broker);
+    assert!(closed(&mut third), "a third connection was served");
+    assert!(answers(&mut first) && answers(&mut second));
+    // A slot freed is a slot for the next client.
+    drop(first);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut stream = connect(&broker);
+        if answers(&mut stream) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no slot came free");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_connection_idle_past_connections_max_idle_ms_is_closed() {
+    let broker = TestBroker::start_with(|config| config.connections_max_idle_ms = 300);
+    let mut idle = connect(&broker);
+    assert!(answers(&mut idle));
+    std::thread::sleep(Duration::from_millis(900));
+    assert!(closed(&mut idle), "an idle connection stayed open");
+    // One that keeps talking stays.
+    let mut busy = connect(&broker);
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(answers(&mut busy));
+    }
+}

@@ -8,6 +8,8 @@
 //! default_partitions = 1                # num.partitions
 //! group_initial_rebalance_delay_ms = 3000
 //! max_request_bytes = 104857600         # socket.request.max.bytes
+//! max_connections = 10000               # max.connections
+//! connections_max_idle_ms = 600000      # connections.max.idle.ms
 //!
 //! [log]                                 # topic defaults, under Kafka's names
 //! "retention.ms" = "604800000"
@@ -42,6 +44,8 @@ struct BrokerSection {
     default_partitions: Option<i32>,
     group_initial_rebalance_delay_ms: Option<u64>,
     max_request_bytes: Option<usize>,
+    max_connections: Option<usize>,
+    connections_max_idle_ms: Option<u64>,
 }
 
 /// Applies the file (if any) and the environment to `config`.
@@ -95,6 +99,13 @@ pub(crate) fn apply(
                 "MAX_REQUEST_BYTES" => {
                     broker.max_request_bytes = Some(value.parse().with_context(|| parse("size"))?)
                 }
+                "MAX_CONNECTIONS" => {
+                    broker.max_connections = Some(value.parse().with_context(|| parse("count"))?)
+                }
+                "CONNECTIONS_MAX_IDLE_MS" => {
+                    broker.connections_max_idle_ms =
+                        Some(value.parse().with_context(|| parse("duration in ms"))?)
+                }
                 // SKEIN_BROKER_CONFIG names the file itself.
                 "CONFIG" => {}
                 _ => anyhow::bail!("unknown setting {key}"),
@@ -116,6 +127,14 @@ pub(crate) fn apply(
     }
     if let Some(v) = broker.max_request_bytes {
         config.max_request_bytes = v;
+    }
+    if let Some(v) = broker.max_connections {
+        anyhow::ensure!(v >= 1, "max_connections must be at least 1");
+        config.max_connections = v;
+    }
+    if let Some(v) = broker.connections_max_idle_ms {
+        anyhow::ensure!(v >= 1, "connections_max_idle_ms must be at least 1");
+        config.connections_max_idle_ms = v;
     }
     (config.log, config.default_min_insync_replicas) = skein_broker::topic_defaults(&log)?;
     Ok(())

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 
 pub struct TestBroker {
     pub addr: SocketAddr,
+    tune: fn(&mut BrokerConfig),
     pub broker: Option<Arc<Broker>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
@@ -18,6 +19,11 @@ pub struct TestBroker {
 
 impl TestBroker {
     pub fn start() -> Self {
+        Self::start_with(|_| {})
+    }
+
+    /// A broker whose configuration `tune` changes after the test defaults.
+    pub fn start_with(tune: fn(&mut BrokerConfig)) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -28,6 +34,7 @@ impl TestBroker {
         let addr = listener.local_addr().unwrap();
         let mut this = Self {
             addr,
+            tune,
             broker: None,
             stop: None,
             server: None,
@@ -43,6 +50,7 @@ impl TestBroker {
         config.advertised_port = self.addr.port();
         config.max_request_bytes = 1024 * 1024;
         config.group_initial_rebalance_delay_ms = 0;
+        (self.tune)(&mut config);
         let broker = Broker::open(config).unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let _guard = self.runtime.enter();
