@@ -51,11 +51,18 @@ function same(a, b) {
   return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
 }
 
-const EVENT_ID = /^\d+:\d+(,\d+:\d+)*$/;
+// Event ids are sealed: base64url("<topic>\n<partition>:<offset>,...") "." base64url(tag).
+// The payload is readable (not secret), only not editable.
+const EVENT_ID = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 function parseEventId(id) {
   const positions = new Map();
-  for (const part of id.split(",")) {
+  const payload = Buffer.from(id.split(".")[0], "base64url").toString("utf8");
+  const [idTopic, pairs] = payload.split("\n");
+  if (idTopic !== topic) {
+    return positions;
+  }
+  for (const part of pairs.split(",")) {
     const [p, o] = part.split(":").map(Number);
     positions.set(p, o);
   }

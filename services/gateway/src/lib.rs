@@ -12,6 +12,7 @@ pub mod access;
 pub mod auth;
 pub mod brokers;
 pub mod call;
+pub mod client_state;
 pub mod cluster;
 pub mod error;
 pub mod grpc;
@@ -60,6 +61,8 @@ pub struct Gateway {
     /// The control plane, for idempotency keys; `None` where there is none (then requests
     /// with an idempotency key are refused as unavailable).
     pub controller: Option<skein_proto::replicas::ControllerReplicas>,
+    /// Seals and opens the state clients hold: cursors, resume tokens, event ids.
+    pub client_state: client_state::ClientStateKeys,
     /// Set once the gateway begins to shut down.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -70,6 +73,7 @@ impl Gateway {
         auth: Authenticator,
         http: HttpOptions,
         controller: Option<skein_proto::replicas::ControllerReplicas>,
+        client_state: client_state::ClientStateKeys,
     ) -> Arc<Self> {
         Arc::new(Self {
             view,
@@ -78,6 +82,7 @@ impl Gateway {
             quotas: Quotas::default(),
             http,
             controller,
+            client_state,
             stopping: tokio::sync::watch::Sender::new(false),
         })
     }

@@ -213,7 +213,13 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
 /// The HS256 secret `skein dev` signs admin tokens with: created once per data directory,
 /// readable by its owner only, so tokens outlive restarts.
 pub(crate) fn dev_signing_secret(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
-    let path = data_dir.join("admin-signing-key");
+    dev_secret(data_dir, "admin-signing-key")
+}
+
+/// A random secret kept in `data_dir/name` (created on first use, readable by its owner
+/// only), so that what it signed stays valid across restarts of `skein dev`.
+pub(crate) fn dev_secret(data_dir: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
+    let path = data_dir.join(name);
     match std::fs::read(&path) {
         Ok(secret) => return Ok(trim(&secret).to_vec()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

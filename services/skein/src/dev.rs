@@ -153,6 +153,10 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             cors_origins: vec!["*".to_owned()],
             ..Default::default()
         },
+        skein_gateway::client_state::ClientStateKeys::new(vec![crate::control_plane::dev_secret(
+            &args.listener.data_dir,
+            "gateway-state-key",
+        )?])?,
         args.gateway_listen,
         args.gateway_grpc_listen,
     )

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use skein_gateway::client_state::ClientStateKeys;
 use skein_gateway::cluster::ClusterView;
 use skein_gateway::{AuthConfig, Gateway, HttpOptions};
 use skein_proto::replicas::ControllerReplicas;
@@ -48,6 +49,35 @@ pub(crate) struct GatewayArgs {
     /// closed (streams end at once, telling their clients to resume elsewhere)
     #[arg(long, env = "SKEIN_GATEWAY_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
     shutdown_grace_secs: u64,
+    /// Files holding the keys (32 bytes or more each) that seal the state clients hold —
+    /// group cursors, resume tokens, event ids — comma-separated; the first seals, all
+    /// open, so a new key goes first while the old one stays for the rotation overlap.
+    /// Every replica needs the same keys; without any, a random key of this process alone
+    /// is used
+    #[arg(
+        long = "client-state-key-file",
+        env = "SKEIN_GATEWAY_CLIENT_STATE_KEY_FILES",
+        value_delimiter = ','
+    )]
+    client_state_key_files: Vec<PathBuf>,
+}
+
+/// The client-state keys from their files, or a random key of this process alone.
+fn client_state_keys(files: &[PathBuf]) -> anyhow::Result<ClientStateKeys> {
+    if files.is_empty() {
+        tracing::warn!(
+            "no --client-state-key-file: cursors, resume tokens and event ids this gateway \
+             issues are accepted by this process only"
+        );
+        return Ok(ClientStateKeys::random());
+    }
+    let mut keys = Vec::with_capacity(files.len());
+    for file in files {
+        let key =
+            std::fs::read(file).with_context(|| format!("failed to read {}", file.display()))?;
+        keys.push(key.trim_ascii().to_vec());
+    }
+    ClientStateKeys::new(keys).context("invalid --client-state-key-file")
 }
 
 /// How the gateway checks tokens.
@@ -141,6 +171,7 @@ impl RunningGateway {
         replicas: ControllerReplicas,
         auth: AuthConfig,
         http: HttpOptions,
+        client_state: ClientStateKeys,
         listen: SocketAddr,
         grpc_listen: SocketAddr,
     ) -> anyhow::Result<Self> {
@@ -155,7 +186,7 @@ impl RunningGateway {
         let (view, follower) = ClusterView::follow(replicas.clone());
         let authenticator = skein_gateway::auth::Authenticator::new(auth, Some(replicas.clone()))
             .following(view.clone());
-        let gateway = Gateway::new(view, authenticator, http, Some(replicas));
+        let gateway = Gateway::new(view, authenticator, http, Some(replicas), client_state);
         let serving = Arc::clone(&gateway);
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let app = skein_gateway::rest::router(Arc::clone(&gateway))
@@ -244,8 +275,16 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
     };
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
-    let gateway =
-        RunningGateway::start(replicas, auth, http, args.listen, args.grpc_listen).await?;
+    let client_state = client_state_keys(&args.client_state_key_files)?;
+    let gateway = RunningGateway::start(
+        replicas,
+        auth,
+        http,
+        client_state,
+        args.listen,
+        args.grpc_listen,
+    )
+    .await?;
     println!(
         "gateway: REST on http://{}; gRPC on http://{}",
         gateway.rest, gateway.grpc

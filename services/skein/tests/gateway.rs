@@ -228,8 +228,22 @@ fn start_gateway(controller: &str, jwks: &str) -> (Process, String, String) {
             // it after this long.
             "--shutdown-grace-secs",
             "3",
+            // Every replica opens what any replica sealed.
+            "--client-state-key-file",
+            &client_state_key(),
         ],
     )
+}
+
+/// A client-state key file every gateway of the tests shares.
+fn client_state_key() -> String {
+    static KEY: std::sync::OnceLock<tempfile::NamedTempFile> = std::sync::OnceLock::new();
+    let file = KEY.get_or_init(|| {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "k".repeat(40)).unwrap();
+        file
+    });
+    file.path().display().to_string()
 }
 
 fn admin_call(admin: &str, method: &str, path: &str, body: &str) -> Answer {
@@ -1866,7 +1880,23 @@ fn the_sse_tail_resumes_from_last_event_id_losing_and_repeating_nothing() {
             data["partition"],
             data["offset"].as_i64().unwrap() + 1
         );
-        assert!(id.split(',').any(|p| p == own), "{id} lacks {own}");
+        let positions = common::event_positions(id, "feed").unwrap();
+        assert!(positions.split(',').any(|p| p == own), "{id} lacks {own}");
+    }
+    // An event id is sealed: positions written by hand, or an id of another topic, are
+    // refused rather than trusted.
+    for forged in ["0:0,1:0".to_owned(), resume_id.replacen('.', ".x", 1)] {
+        let refused = request(
+            &cluster.gateways[0],
+            "GET",
+            "/v1/topics/feed/events",
+            &[
+                ("Authorization", &format!("Bearer {svc}")),
+                ("Last-Event-ID", &forged),
+            ],
+            "",
+        );
+        assert_eq!(refused.status, 400, "{forged}: {}", refused.body);
     }
     // Without READ, no tail.
     let other = token("acme", "other", json!({}));
@@ -1931,7 +1961,7 @@ fn a_tenants_byte_quota_holds_across_gateway_replicas() {
 
 /// A REST group cursor names the topics it reads; a client that edits it to name a topic
 /// its principal may not read gets an error and no record of that topic, as a direct read
-/// of the topic does.
+/// of the topic does. Cursors are sealed, so an edited one is refused whatever it names.
 #[test]
 fn an_edited_group_cursor_cannot_read_a_topic_the_principal_may_not() {
     let cluster = Cluster::start(&["acme"], 1);
@@ -1966,7 +1996,10 @@ fn an_edited_group_cursor_cannot_read_a_topic_the_principal_may_not() {
     assert_eq!(joined.status, 200, "{}", joined.body);
     let cursor = joined.json()["cursor"].as_str().unwrap().to_owned();
     let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let decoded: Value = serde_json::from_slice(&engine.decode(&cursor).unwrap()).unwrap();
+    // The cursor is sealed: `payload.tag`. An editor changes the payload and keeps the tag,
+    // or sends the payload alone as the unsealed cursors of before were.
+    let (payload, tag) = cursor.split_once('.').unwrap();
+    let decoded: Value = serde_json::from_slice(&engine.decode(payload).unwrap()).unwrap();
     // Positions in the forbidden topic, alone or beside the subscribed one.
     let mut positions_only = decoded.clone();
     positions_only["positions"] = json!({"secret": {"0": 0}});
@@ -1975,8 +2008,13 @@ fn an_edited_group_cursor_cannot_read_a_topic_the_principal_may_not() {
     let mut subscribed_too = decoded;
     subscribed_too["topics"] = json!(["public", "secret"]);
     subscribed_too["positions"]["secret"] = json!({"0": 0});
-    for forged in [positions_only, both, subscribed_too] {
-        let forged = engine.encode(forged.to_string());
+    let forgeries = [positions_only, both, subscribed_too]
+        .into_iter()
+        .flat_map(|forged| {
+            let payload = engine.encode(forged.to_string());
+            [format!("{payload}.{tag}"), payload]
+        });
+    for forged in forgeries {
         let path = format!("/v1/groups/readers/records?cursor={forged}&max_wait_ms=0");
         let read = cluster.call(0, "GET", &path, &reader, "");
         assert!(

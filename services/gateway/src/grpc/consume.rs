@@ -24,7 +24,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use base64::Engine;
 use bytes::Bytes;
 use skein_auth::{Operation, ResourceType};
 use skein_client::{
@@ -37,6 +36,7 @@ use tonic::{Status, Streaming};
 
 use crate::brokers::TenantClient;
 use crate::call::Call;
+use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
 use crate::quota::Metered;
 use crate::read::{read, resolve, Start};
@@ -51,22 +51,30 @@ const BATCH_RECORDS: usize = 500;
 
 type Sender = mpsc::Sender<Result<pb::ConsumeResponse, Status>>;
 
-/// Positions as a resume token: `topic` and `partition:offset` pairs, base64url.
-pub(super) fn resume_token(topic: &str, positions: &BTreeMap<i32, i64>) -> String {
+/// Positions as a resume token: `topic` and `partition:offset` pairs, sealed for the
+/// caller's tenant (see [`crate::client_state`]).
+pub(super) fn resume_token(
+    keys: &ClientStateKeys,
+    tenant: &str,
+    topic: &str,
+    positions: &BTreeMap<i32, i64>,
+) -> String {
     let pairs: Vec<String> = positions.iter().map(|(p, o)| format!("{p}:{o}")).collect();
     let text = format!("v1\n{topic}\n{}", pairs.join(","));
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
+    keys.seal(Kind::ResumeToken, tenant, text.as_bytes())
 }
 
-/// The topic and positions of a resume token.
+/// The topic and positions of a resume token this deployment issued for `tenant`.
 pub(super) fn parse_resume_token(
+    keys: &ClientStateKeys,
+    tenant: &str,
     token: &str,
 ) -> Result<(String, BTreeMap<i32, i64>), GatewayError> {
     let invalid =
         || GatewayError::Invalid("the resume token is not one this gateway issued".to_owned());
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| invalid())?;
+    let bytes = keys
+        .open(Kind::ResumeToken, tenant, token)
+        .ok_or_else(invalid)?;
     let text = String::from_utf8(bytes).map_err(|_| invalid())?;
     let mut lines = text.splitn(3, '\n');
     if lines.next() != Some("v1") {
@@ -227,7 +235,11 @@ pub(super) async fn start(
         Some(pb::subscribe::Mode::Partitions(partitions)) => {
             let mut positions = BTreeMap::new();
             if !partitions.resume_token.is_empty() {
-                let (token_topic, resumed) = parse_resume_token(&partitions.resume_token)?;
+                let (token_topic, resumed) = parse_resume_token(
+                    &gateway.client_state,
+                    &call.caller.tenant,
+                    &partitions.resume_token,
+                )?;
                 if token_topic != topic {
                     return Err(Status::invalid_argument(format!(
                         "the resume token is for topic {token_topic}, not {topic}"
@@ -536,7 +548,12 @@ impl Session {
         if batch.is_empty() {
             return Ok(());
         }
-        let token = resume_token(&self.topic, &self.sent_positions);
+        let token = resume_token(
+            &self.gateway.client_state,
+            &self.call.caller.tenant,
+            &self.topic,
+            &self.sent_positions,
+        );
         self.send(pb::consume_response::Kind::Records(pb::RecordBatch {
             topic: self.topic.clone(),
             records: batch,
@@ -698,19 +715,26 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+
     use super::*;
 
     #[test]
     fn resume_tokens_round_trip_and_refuse_others() {
+        let keys = ClientStateKeys::random();
         let positions = BTreeMap::from([(0, 10), (3, 0)]);
-        let token = resume_token("orders", &positions);
+        let token = resume_token(&keys, "acme", "orders", &positions);
         assert_eq!(
-            parse_resume_token(&token).unwrap(),
+            parse_resume_token(&keys, "acme", &token).unwrap(),
             ("orders".to_owned(), positions)
         );
-        assert!(parse_resume_token("garbage!").is_err());
-        let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("v1\norders\n0:-4");
-        assert!(parse_resume_token(&forged).is_err());
+        assert!(parse_resume_token(&keys, "globex", &token).is_err());
+        assert!(parse_resume_token(&keys, "acme", "garbage!").is_err());
+        // Well-formed but unsealed, or sealed with a negative offset: refused.
+        let unsealed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("v1\norders\n0:4");
+        assert!(parse_resume_token(&keys, "acme", &unsealed).is_err());
+        let negative = keys.seal(Kind::ResumeToken, "acme", b"v1\norders\n0:-4");
+        assert!(parse_resume_token(&keys, "acme", &negative).is_err());
     }
 
     #[test]

@@ -24,6 +24,7 @@ use utoipa::IntoParams;
 
 use super::body::{Formats, RecordOut};
 use crate::call::Call;
+use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
 use crate::quota::Metered;
 use crate::read::{read, resolve, Start};
@@ -58,25 +59,53 @@ pub struct RecordEvent {
     /// token expires; a `corrupt-records` event with a text message says that a partition's
     /// stored records cannot be decoded, and that partition is no longer tailed).
     pub event: String,
-    /// The position after this record in every partition (`0:15,1:7`): send it back as
-    /// `Last-Event-ID` to resume after it.
+    /// The position after this record in every partition, sealed so that it cannot be
+    /// edited: send it back as `Last-Event-ID` to resume after it.
     pub id: String,
     /// The record, as JSON (`RecordOut`).
     #[schema(content_media_type = "application/json")]
     pub data: String,
 }
 
-/// Positions as an event id: `partition:next_offset`, comma-separated, by partition.
-pub fn event_id(positions: &BTreeMap<i32, i64>) -> String {
-    positions
+/// Positions as an event id: the topic and `partition:next_offset` pairs, comma-separated,
+/// sealed for the caller's tenant (see [`crate::client_state`]).
+pub fn event_id(
+    keys: &ClientStateKeys,
+    tenant: &str,
+    topic: &str,
+    positions: &BTreeMap<i32, i64>,
+) -> String {
+    let pairs = positions
         .iter()
         .map(|(p, o)| format!("{p}:{o}"))
         .collect::<Vec<_>>()
-        .join(",")
+        .join(",");
+    keys.seal(
+        Kind::EventId,
+        tenant,
+        format!("{topic}\n{pairs}").as_bytes(),
+    )
 }
 
-/// The positions an event id names.
-pub fn parse_event_id(id: &str) -> Result<BTreeMap<i32, i64>, GatewayError> {
+/// The positions an event id this deployment issued for `tenant` and `topic` names.
+pub fn parse_event_id(
+    keys: &ClientStateKeys,
+    tenant: &str,
+    topic: &str,
+    id: &str,
+) -> Result<BTreeMap<i32, i64>, GatewayError> {
+    let invalid = || GatewayError::Invalid(format!("{id:?} is not an event id of this tail"));
+    let opened = keys.open(Kind::EventId, tenant, id).ok_or_else(invalid)?;
+    let text = String::from_utf8(opened).map_err(|_| invalid())?;
+    let (issued_for, pairs) = text.split_once('\n').ok_or_else(invalid)?;
+    if issued_for != topic {
+        return Err(invalid());
+    }
+    parse_positions(pairs)
+}
+
+/// `partition:offset` pairs separated by commas.
+fn parse_positions(id: &str) -> Result<BTreeMap<i32, i64>, GatewayError> {
     let mut positions = BTreeMap::new();
     for part in id.split(',').filter(|p| !p.trim().is_empty()) {
         let parsed = part
@@ -138,7 +167,7 @@ pub async fn events(
         .map(str::to_owned)
         .or(query.last_event_id.clone());
     let mut positions = match &resume {
-        Some(id) => parse_event_id(id)?,
+        Some(id) => parse_event_id(&gateway.client_state, &call.caller.tenant, &topic, id)?,
         None => BTreeMap::new(),
     };
     positions.retain(|p, _| *p < summary.partitions);
@@ -230,7 +259,12 @@ pub async fn events(
                         .unwrap_or_default();
                     let event = Event::default()
                         .event("record")
-                        .id(event_id(&positions))
+                        .id(event_id(
+                            &gateway.client_state,
+                            &call.caller.tenant,
+                            &topic,
+                            &positions,
+                        ))
                         .data(data);
                     if sender.send(Ok(event)).await.is_err() {
                         return;
@@ -249,12 +283,26 @@ mod tests {
 
     #[test]
     fn event_ids_round_trip_and_refuse_nonsense() {
+        let keys = ClientStateKeys::random();
         let positions = BTreeMap::from([(0, 15), (2, 0), (1, 7)]);
-        assert_eq!(event_id(&positions), "0:15,1:7,2:0");
-        assert_eq!(parse_event_id("0:15,1:7,2:0").unwrap(), positions);
-        assert_eq!(parse_event_id("").unwrap(), BTreeMap::new());
+        let id = event_id(&keys, "acme", "orders", &positions);
+        assert_eq!(
+            parse_event_id(&keys, "acme", "orders", &id).unwrap(),
+            positions
+        );
+        assert!(parse_event_id(&keys, "acme", "payments", &id).is_err());
+        assert!(parse_event_id(&keys, "globex", "orders", &id).is_err());
+        // The plain positions, unsealed, are not an id.
+        assert!(parse_event_id(&keys, "acme", "orders", "0:15,1:7,2:0").is_err());
+        assert_eq!(parse_positions("0:15,1:7,2:0").unwrap(), positions);
+        assert_eq!(parse_positions("").unwrap(), BTreeMap::new());
         for bad in ["x", "0:", "-1:3", "0:-3", "0:1;1:2"] {
-            assert!(parse_event_id(bad).is_err(), "{bad}");
+            assert!(parse_positions(bad).is_err(), "{bad}");
+            let sealed = keys.seal(Kind::EventId, "acme", format!("orders\n{bad}").as_bytes());
+            assert!(
+                parse_event_id(&keys, "acme", "orders", &sealed).is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -18,10 +18,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::client_state::{ClientStateKeys, Kind};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 use skein_auth::{Operation, ResourceType};
 use skein_client::{Assignment, ClientError, GroupSession, ResponseError};
@@ -54,17 +54,24 @@ struct Cursor {
 }
 
 impl Cursor {
-    fn encode(&self) -> String {
+    /// The cursor as the client holds it: sealed for the caller's tenant, so that it cannot
+    /// be edited or forged (see [`crate::client_state`]).
+    fn encode(&self, keys: &ClientStateKeys, tenant: &str) -> String {
         let json = serde_json::to_vec(self).unwrap_or_default();
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+        keys.seal(Kind::GroupCursor, tenant, &json)
     }
 
-    fn decode(text: &str, group: &str) -> Result<Self, GatewayError> {
+    fn decode(
+        text: &str,
+        group: &str,
+        keys: &ClientStateKeys,
+        tenant: &str,
+    ) -> Result<Self, GatewayError> {
         let invalid =
             || GatewayError::Invalid("the cursor is not one this gateway issued".to_owned());
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(text.trim())
-            .map_err(|_| invalid())?;
+        let bytes = keys
+            .open(Kind::GroupCursor, tenant, text)
+            .ok_or_else(invalid)?;
         let cursor: Self = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
         if cursor.group != group {
             return Err(GatewayError::Invalid(format!(
@@ -190,12 +197,12 @@ fn assignment_of(cursor: &Cursor) -> Vec<AssignedPartition> {
         .collect()
 }
 
-fn membership(cursor: &Cursor) -> Membership {
+fn membership(cursor: &Cursor, keys: &ClientStateKeys, tenant: &str) -> Membership {
     Membership {
         member_id: cursor.member.clone(),
         generation: cursor.generation,
         assignment: assignment_of(cursor),
-        cursor: cursor.encode(),
+        cursor: cursor.encode(keys, tenant),
     }
 }
 
@@ -321,7 +328,11 @@ pub async fn join_group(
     };
     let mut session = session(&tenant, &cursor);
     join(&tenant, &mut session, &mut cursor).await?;
-    Ok(Json(membership(&cursor)))
+    Ok(Json(membership(
+        &cursor,
+        &gateway.client_state,
+        &call.caller.tenant,
+    )))
 }
 
 /// Reads the member's partitions.
@@ -345,7 +356,12 @@ pub async fn read_group(
     ApiPath(group): ApiPath<String>,
     ApiQuery(query): ApiQuery<GroupReadQuery>,
 ) -> Result<Json<GroupRecords>, Problem> {
-    let mut cursor = Cursor::decode(&query.cursor, &group)?;
+    let mut cursor = Cursor::decode(
+        &query.cursor,
+        &group,
+        &gateway.client_state,
+        &call.caller.tenant,
+    )?;
     check(&call, &group, cursor.named_topics())?;
     let max_records = query.max_records.unwrap_or(500);
     if max_records == 0 || max_records > MAX_RECORDS {
@@ -417,7 +433,7 @@ pub async fn read_group(
         .quotas
         .charge(&call.view, &call.caller, Metered::FetchBytes, bytes as u64);
     Ok(Json(GroupRecords {
-        membership: membership(&cursor),
+        membership: membership(&cursor, &gateway.client_state, &call.caller.tenant),
         records,
     }))
 }
@@ -464,7 +480,12 @@ pub async fn commit(
     ApiPath(group): ApiPath<String>,
     ApiJson(body): ApiJson<CommitBody>,
 ) -> Result<Json<Committed>, Problem> {
-    let cursor = Cursor::decode(&body.cursor, &group)?;
+    let cursor = Cursor::decode(
+        &body.cursor,
+        &group,
+        &gateway.client_state,
+        &call.caller.tenant,
+    )?;
     check(&call, &group, cursor.named_topics())?;
     let tenant = call.client(&gateway).await?;
     let mut session = session(&tenant, &cursor);
@@ -534,8 +555,12 @@ mod tests {
             latest: false,
             positions: BTreeMap::from([("orders".into(), BTreeMap::from([(0, 5), (2, 9)]))]),
         };
-        assert_eq!(Cursor::decode(&cursor.encode(), "g").unwrap(), cursor);
-        assert!(Cursor::decode(&cursor.encode(), "other").is_err());
-        assert!(Cursor::decode("not a cursor", "g").is_err());
+        let keys = ClientStateKeys::random();
+        let sealed = cursor.encode(&keys, "acme");
+        assert_eq!(Cursor::decode(&sealed, "g", &keys, "acme").unwrap(), cursor);
+        assert!(Cursor::decode(&sealed, "other", &keys, "acme").is_err());
+        assert!(Cursor::decode(&sealed, "g", &keys, "globex").is_err());
+        assert!(Cursor::decode(&sealed, "g", &ClientStateKeys::random(), "acme").is_err());
+        assert!(Cursor::decode("not a cursor", "g", &keys, "acme").is_err());
     }
 }

@@ -122,3 +122,20 @@ fn unchunk(mut body: &str) -> String {
     }
     out
 }
+
+/// The positions (`partition:offset,...`) in a sealed SSE event id
+/// (`base64url(topic "\n" pairs) "." tag`): readable, though not editable; `None` if it is
+/// not an id for `topic`.
+pub fn event_positions(id: &str, topic: &str) -> Option<String> {
+    use base64::Engine;
+    let (payload, tag) = id.split_once('.')?;
+    if tag.is_empty() {
+        return None;
+    }
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    let text = String::from_utf8(payload).ok()?;
+    let (for_topic, pairs) = text.split_once('\n')?;
+    (for_topic == topic).then(|| pairs.to_owned())
+}
