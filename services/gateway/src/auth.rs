@@ -34,6 +34,9 @@ pub struct Caller {
     pub name: String,
     /// When the credential stops being valid (a token's `exp`); long streams end then.
     pub expires_at: Option<SystemTime>,
+    /// The API key the caller authenticated with, if it did: long streams end once the
+    /// metadata stream stops listing it (revoked, or its principal deleted).
+    pub api_key: Option<String>,
 }
 
 impl Caller {
@@ -160,6 +163,7 @@ impl Authenticator {
             tenant: text(&self.config.tenant_claim)?,
             name: text("sub")?,
             expires_at,
+            api_key: None,
         })
     }
 
@@ -253,6 +257,7 @@ impl Authenticator {
             tenant: answer.tenant,
             name: answer.principal,
             expires_at: None,
+            api_key: Some(id.to_owned()),
         };
         self.api_keys.lock().insert(
             id.to_owned(),

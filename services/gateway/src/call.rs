@@ -2,7 +2,9 @@
 //! Making one checks the credential and the caller's request-rate quota.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
@@ -23,7 +25,17 @@ pub struct Call {
     pub view: Arc<View>,
     /// The client's address, for host-restricted ACL bindings.
     pub host: String,
+    /// When the caller was authenticated.
+    pub authenticated_at: Instant,
+    /// Whether the metadata stream has listed the caller's API key since then (shared by
+    /// the refreshed copies of a stream's call).
+    key_listed: Arc<AtomicBool>,
 }
+
+/// How long a new API key may be missing from the metadata stream's list of keys in force
+/// (the controller lists it within a second of its creation) before a stream using it
+/// counts it as revoked; once listed, a key missing from the list is revoked at once.
+const NEW_KEY_LISTED_WITHIN: Duration = Duration::from_secs(5);
 
 impl FromRequestParts<Arc<Gateway>> for Call {
     type Rejection = Problem;
@@ -57,17 +69,54 @@ impl Call {
             ));
         }
         gateway.quotas.take(&view, &caller, Metered::Requests, 1)?;
-        Ok(Self { caller, view, host })
+        let key_listed = caller
+            .api_key
+            .as_ref()
+            .is_some_and(|key| view.api_keys.contains(key));
+        Ok(Self {
+            caller,
+            view,
+            host,
+            authenticated_at: Instant::now(),
+            key_listed: Arc::new(AtomicBool::new(key_listed)),
+        })
     }
 
-    /// The same caller against the cluster as it is now (long streams re-check ACLs and
-    /// topics as they change).
-    pub fn refreshed(&self, gateway: &Gateway) -> Self {
-        Self {
-            caller: self.caller.clone(),
-            view: gateway.view.now(),
-            host: self.host.clone(),
+    /// The same caller against the cluster as it is now, if its credential still holds: a
+    /// token before its `exp`, an API key the metadata stream still lists. Long streams
+    /// call this before each step and check their ACLs on the answer, so they follow ACL
+    /// changes and end when the credential expires or is revoked.
+    pub fn current(&self, gateway: &Gateway) -> Result<Self, GatewayError> {
+        if self
+            .caller
+            .expires_at
+            .is_some_and(|at| at <= SystemTime::now())
+        {
+            return Err(GatewayError::Unauthenticated(
+                "the token has expired".to_owned(),
+            ));
         }
+        let view = gateway.view.now();
+        if let Some(key) = &self.caller.api_key {
+            let listed = view.api_keys.contains(key);
+            if listed {
+                self.key_listed.store(true, Ordering::Relaxed);
+            } else if view.received
+                && (self.key_listed.load(Ordering::Relaxed)
+                    || self.authenticated_at.elapsed() > NEW_KEY_LISTED_WITHIN)
+            {
+                return Err(GatewayError::Unauthenticated(
+                    "the API key has been revoked".to_owned(),
+                ));
+            }
+        }
+        Ok(Self {
+            caller: self.caller.clone(),
+            view,
+            host: self.host.clone(),
+            authenticated_at: self.authenticated_at,
+            key_listed: Arc::clone(&self.key_listed),
+        })
     }
 
     /// Refuses unless the ACLs allow `operation` on the resource.

@@ -155,6 +155,7 @@ mod tests {
             tenant: "acme".into(),
             name: "alice".into(),
             expires_at: None,
+            api_key: None,
         }
     }
 

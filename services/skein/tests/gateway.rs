@@ -2034,3 +2034,155 @@ fn an_edited_group_cursor_cannot_read_a_topic_the_principal_may_not() {
         );
     }
 }
+
+/// Reads raw SSE events (name, data) until one named `until` arrives; `None` if the stream
+/// ends first.
+fn sse_until(reader: &mut std::io::BufReader<std::net::TcpStream>, until: &str) -> Option<String> {
+    use std::io::BufRead;
+    let mut event = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if let Some(rest) = line.strip_prefix("event:") {
+            event = rest.trim().to_owned();
+        } else if let Some(rest) = line.strip_prefix("data:") {
+            if event == until {
+                return Some(rest.trim().to_owned());
+            }
+        }
+    }
+}
+
+/// An SSE tail of `topic` from its start with any Authorization value.
+fn sse_open_as(
+    gateway: &str,
+    authorization: &str,
+    topic: &str,
+) -> std::io::BufReader<std::net::TcpStream> {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(gateway).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /v1/topics/{topic}/events?offset=earliest HTTP/1.1\r\nHost: {gateway}\r\n\
+         Authorization: {authorization}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    std::io::BufReader::new(stream)
+}
+
+/// Long streams follow the credential and the ACLs as they change: an SSE tail or an NDJSON
+/// produce stream opened with an API key ends once the key is revoked, and a tail whose READ
+/// binding is removed ends too; nothing is written after the revocation.
+#[test]
+fn long_streams_end_when_their_key_is_revoked_or_their_acl_removed() {
+    use std::io::{BufRead, Write};
+    let cluster = Cluster::start(&["acme"], 1);
+    cluster.topic("acme", "live", 1);
+    let created = cluster.admin(
+        "POST",
+        "/v1/tenants/acme/principals",
+        r#"{"name":"streamer","kind":"service_account"}"#,
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    cluster.allow("acme", "watcher", "TOPIC", "live", "READ");
+    cluster.allow("acme", "streamer", "TOPIC", "live", "ALL");
+    let key = |cluster: &Cluster| {
+        let key = cluster.admin("POST", "/v1/tenants/acme/principals/streamer/api-keys", "");
+        assert_eq!(key.status, 201, "{}", key.body);
+        let key = key.json();
+        let id = key["id"].as_str().unwrap().to_owned();
+        let basic = format!(
+            "Basic {}",
+            b64(format!("{id}:{}", key["secret"].as_str().unwrap()).as_bytes())
+        );
+        (id, basic)
+    };
+    let revoke = |id: &str| {
+        let revoked = cluster.admin(
+            "DELETE",
+            &format!("/v1/tenants/acme/principals/streamer/api-keys/{id}"),
+            "",
+        );
+        assert_eq!(revoked.status, 204, "{}", revoked.body);
+    };
+    let (tail_key, tail_basic) = key(&cluster);
+    cluster.wait_for_topic(&tail_basic, "live");
+    let body = json!({"records": [{"value": "first"}]}).to_string();
+    let first = cluster.call(0, "POST", "/v1/topics/live/records", &tail_basic, &body);
+    assert_eq!(first.status, 200, "{}", first.body);
+
+    // An SSE tail with an API key ends with `revoked` once the key is.
+    let mut tail = sse_open_as(&cluster.gateways[0], &tail_basic, "live");
+    assert!(sse_until(&mut tail, "record").is_some());
+    revoke(&tail_key);
+    let said = sse_until(&mut tail, "revoked").expect("the tail ended without saying why");
+    assert!(said.contains("revoked"), "{said}");
+
+    // An SSE tail whose READ binding is removed ends with `forbidden`.
+    let watcher = token("acme", "watcher", json!({}));
+    let mut watched = sse_open_as(&cluster.gateways[0], &format!("Bearer {watcher}"), "live");
+    assert!(sse_until(&mut watched, "record").is_some());
+    let removed = cluster.admin(
+        "DELETE",
+        "/v1/tenants/acme/acls?principal=User:watcher&resource_type=TOPIC&resource_name=live",
+        "",
+    );
+    assert_eq!(removed.status, 200, "{}", removed.body);
+    assert!(sse_until(&mut watched, "forbidden").is_some());
+
+    // An NDJSON produce stream with an API key: written while the key holds, refused after.
+    let (stream_key, stream_basic) = key(&cluster);
+    // The metadata stream lists a new key within a second; a stream that has seen its key
+    // listed ends as soon as the list drops it (before that, within 5 s of opening).
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let mut stream = std::net::TcpStream::connect(&cluster.gateways[0]).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /v1/topics/live/records/stream HTTP/1.1\r\nHost: x\r\nAuthorization: {stream_basic}\r\n\
+         Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    .unwrap();
+    let send_line = |stream: &mut std::net::TcpStream, line: &str| {
+        let line = format!("{line}\n");
+        write!(stream, "{:x}\r\n{line}\r\n", line.len()).unwrap();
+        stream.flush().unwrap();
+    };
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    // The reports: JSON lines among the chunk-size lines of the chunked answer.
+    let mut next_report = || loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            return None;
+        }
+        if line.trim_start().starts_with('{') {
+            return Some(serde_json::from_str::<Value>(line.trim()).unwrap());
+        }
+    };
+    send_line(&mut stream, r#"{"value":"while the key holds"}"#);
+    let report = next_report().unwrap();
+    assert!(report.get("offset").is_some(), "{report}");
+    revoke(&stream_key);
+    wait_for(|| {
+        let refused = cluster.call(0, "GET", "/v1/topics/live", &stream_basic, "");
+        (refused.status == 401).then_some(())
+    });
+    send_line(&mut stream, r#"{"value":"after the revocation"}"#);
+    let report = next_report().unwrap();
+    assert!(
+        report.get("offset").is_none(),
+        "written after revocation: {report}"
+    );
+    assert!(report.to_string().contains("revoked"), "{report}");
+    // Only what was written before: "first" and one streamed record.
+    let admin = token("acme", "streamer", json!({}));
+    assert_eq!(high_watermark(&cluster, &admin, "live", 0), 2);
+}

@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use skein_auth::{Operation, ResourceType};
@@ -438,18 +438,12 @@ impl Session {
     }
 
     fn check_still_allowed(&self) -> Result<(), End> {
-        if self
-            .call
-            .caller
-            .expires_at
-            .is_some_and(|at| at <= SystemTime::now())
-        {
-            return Err(End::Failed(Status::unauthenticated(
-                "the token has expired; resume with a new token and the last resume token \
-                 (or the group's committed offsets)",
-            )));
-        }
-        let now = self.call.refreshed(&self.gateway);
+        let now = self.call.current(&self.gateway).map_err(|e| {
+            End::Failed(Status::unauthenticated(format!(
+                "{e}; resume with a new credential and the last resume token (or the group's \
+                 committed offsets)"
+            )))
+        })?;
         now.check(Operation::Read, ResourceType::Topic, &self.topic)
             .map_err(|e| End::Failed(e.into()))?;
         if let Source::Group { group, .. } = &self.source {

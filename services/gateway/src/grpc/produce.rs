@@ -4,7 +4,6 @@
 //! order.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -127,19 +126,20 @@ pub(super) fn stream(
                 let _ = reports.send(Err(status)).await;
                 return;
             }
-            if call
-                .caller
-                .expires_at
-                .is_some_and(|at| at <= SystemTime::now())
-            {
-                let _ = reports
-                    .send(Err(Status::unauthenticated(
-                        "the token has expired; reconnect with a new one and resend the \
-                         records that have no report",
-                    )))
-                    .await;
-                return;
-            }
+            // The credential is checked again before every batch, and the ACLs on the
+            // cluster as it is now.
+            let now = match call.current(&gateway) {
+                Ok(now) => now,
+                Err(e) => {
+                    let _ = reports
+                        .send(Err(Status::unauthenticated(format!(
+                            "{e}; reconnect with a new credential and resend the records \
+                             that have no report"
+                        ))))
+                        .await;
+                    return;
+                }
+            };
             let mut batch = vec![first];
             while batch.len() < WINDOW {
                 match queued.try_recv() {
@@ -164,7 +164,6 @@ pub(super) fn stream(
                         })
                     })
                     .collect();
-                let now = call.refreshed(&gateway);
                 let outcomes = match produce(&gateway, &now, &topic, records, None).await {
                     Ok(produced) => produced.outcomes,
                     Err(e) => vec![Err(e); sequences.len()],

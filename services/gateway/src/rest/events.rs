@@ -55,8 +55,9 @@ pub struct EventsQuery {
 /// One Server-Sent Event of the tail, as the stream carries it.
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct RecordEvent {
-    /// Always `record` (an `expired` event with a text message ends the stream when the
-    /// token expires; a `corrupt-records` event with a text message says that a partition's
+    /// Always `record` (an `expired`, `revoked` or `forbidden` event with a text message
+    /// ends the stream when the token expires, the API key is revoked or READ on the topic
+    /// is no longer allowed; a `corrupt-records` event with a text message says that a partition's
     /// stored records cannot be decoded, and that partition is no longer tailed).
     pub event: String,
     /// The position after this record in every partition, sealed so that it cannot be
@@ -188,11 +189,24 @@ pub async fn events(
     let client = tenant.client.detached();
     tokio::spawn(async move {
         loop {
-            if expires_at.is_some_and(|at| at <= SystemTime::now()) {
+            // Before every read: the credential still holds, and READ on the topic is still
+            // allowed by the ACLs as they are now.
+            let allowed = call
+                .current(&gateway)
+                .map(|now| (now.topic(&topic, Operation::Read).is_ok(), now));
+            let ended = match &allowed {
+                Err(e) if expires_at.is_some_and(|at| at <= SystemTime::now()) => {
+                    Some(("expired", e.to_string()))
+                }
+                Err(e) => Some(("revoked", e.to_string())),
+                Ok((false, _)) => {
+                    Some(("forbidden", format!("READ on {topic} is no longer allowed")))
+                }
+                Ok((true, _)) => None,
+            };
+            if let Some((event, message)) = ended {
                 let _ = sender
-                    .send(Ok(Event::default()
-                        .event("expired")
-                        .data("the token has expired")))
+                    .send(Ok(Event::default().event(event).data(message)))
                     .await;
                 return;
             }

@@ -181,8 +181,21 @@ pub async fn produce_stream(
                 continue;
             }
             let count = records.len();
+            // Each run of lines is written as the caller is now: a credential that expired
+            // or was revoked ends the stream, and WRITE is checked on the current ACLs.
+            let now = match call.current(&gateway) {
+                Ok(now) => now,
+                Err(e) => {
+                    let refusal = RecordResult::from(Err(e));
+                    if let Ok(mut out) = serde_json::to_vec(&refusal) {
+                        out.push(b'\n');
+                        let _ = sender.send(Ok(out.into())).await;
+                    }
+                    return;
+                }
+            };
             let outcomes =
-                match crate::produce::produce(&gateway, &call, &topic, records, None).await {
+                match crate::produce::produce(&gateway, &now, &topic, records, None).await {
                     Ok(produced) => produced.outcomes,
                     Err(e) => vec![Err(e); count],
                 };
