@@ -241,7 +241,7 @@ impl Verifier {
             .filter(|k| k.algorithm == header.alg && k.key.is_some())
             .collect();
         if of_algorithm.is_empty() {
-            return Err(TokenError::AlgorithmNotAllowed(format!("{:?}", header.alg)));
+            return Err(self.no_key_of_algorithm(header));
         }
         let candidates: Vec<(Algorithm, &DecodingKey)> = of_algorithm
             .into_iter()
@@ -255,6 +255,22 @@ impl Verifier {
             return Err(TokenError::UnknownKey(header.kid.clone()));
         }
         Ok(candidates)
+    }
+
+    /// Why no key of a token's algorithm is there: a `kid` no key has, with an algorithm
+    /// public keys are accepted for, may be a key its issuer has just published (a caller
+    /// with a JWKS fetches it again); anything else is an algorithm not accepted here.
+    fn no_key_of_algorithm(&self, header: &Header) -> TokenError {
+        let publishable = [Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA];
+        match &header.kid {
+            Some(kid)
+                if publishable.contains(&header.alg)
+                    && !self.keys.iter().any(|k| k.kid() == Some(kid.as_str())) =>
+            {
+                TokenError::UnknownKey(Some(kid.clone()))
+            }
+            _ => TokenError::AlgorithmNotAllowed(format!("{:?}", header.alg)),
+        }
     }
 
     /// jsonwebtoken's own claim checks, set as strictly as ours: a second line behind

@@ -520,6 +520,31 @@ fn keys_from_a_jwks_verify_tokens_naming_their_kid() {
         v.verify(&mint(Algorithm::RS256, Some("rotated"), &good()), &["sub"]),
         Err(TokenError::UnknownKey(Some("rotated".into())))
     );
+    // A kid no key has, of another accepted algorithm than the keys in force: perhaps a
+    // key the issuer has just published, so unknown rather than not allowed.
+    let only_rsa = verifier().with_keys(vec![VerifyingKey::public_pem(
+        Algorithm::RS256,
+        &key("rsa.pub.pem"),
+        Some("rsa-1".into()),
+    )
+    .unwrap()]);
+    assert_eq!(
+        only_rsa.verify(&mint(Algorithm::ES256, Some("ec-new"), &good()), &["sub"]),
+        Err(TokenError::UnknownKey(Some("ec-new".into())))
+    );
+    // But a known kid, or none, with another algorithm than its key's is not allowed.
+    assert_eq!(
+        only_rsa.verify(&mint(Algorithm::ES256, Some("rsa-1"), &good()), &["sub"]),
+        Err(TokenError::AlgorithmNotAllowed("ES256".into()))
+    );
+    assert_eq!(
+        only_rsa.verify(&mint(Algorithm::ES256, None, &good()), &["sub"]),
+        Err(TokenError::AlgorithmNotAllowed("ES256".into()))
+    );
+    assert_eq!(
+        only_rsa.verify(&mint(Algorithm::HS256, Some("hs-new"), &good()), &["sub"]),
+        Err(TokenError::AlgorithmNotAllowed("HS256".into()))
+    );
     // A symmetric key in a key set is never accepted.
     let oct: jsonwebtoken::jwk::Jwk =
         serde_json::from_value(json!({"kty": "oct", "k": "c2VjcmV0", "kid": "x"})).unwrap();
