@@ -528,7 +528,7 @@ fn tokens_acls_quotas_and_tenants_decide_every_call() {
         request(&cluster.gateways[0], "GET", "/v1/topics", &[], "").status,
         401
     );
-    // A key from the JWKS URL (fetched on first sight of its kid) verifies.
+    // A key from the JWKS URL (fetched at start, and again on an unknown kid) verifies.
     let from_jwks = sign(Algorithm::ES256, Some("ec-jwk"), "acme", "admin", json!({}));
     assert_eq!(
         cluster
