@@ -108,6 +108,9 @@ impl GatewayAuthArgs {
         if let Some(file) = &self.jwt_hs256_secret_file {
             let secret = std::fs::read(file)
                 .with_context(|| format!("failed to read {}", file.display()))?;
+            if secret.trim_ascii().is_empty() {
+                anyhow::bail!("the HS256 secret file {} is empty", file.display());
+            }
             keys.push(VerifyingKey::hs256(secret.trim_ascii(), None));
         }
         if keys.is_empty() && self.jwks_url.is_none() {
