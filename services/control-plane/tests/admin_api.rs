@@ -207,7 +207,7 @@ async fn credentials_are_checked_before_anything_happens() {
     let expired = jsonwebtoken::encode(
         &jsonwebtoken::Header::default(),
         &expired_claims,
-        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET),
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET).unwrap(),
     )
     .unwrap();
     assert_eq!(
@@ -220,7 +220,7 @@ async fn credentials_are_checked_before_anything_happens() {
     let reader = jsonwebtoken::encode(
         &jsonwebtoken::Header::default(),
         &reader_claims,
-        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET),
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET).unwrap(),
     )
     .unwrap();
     assert_eq!(

@@ -85,6 +85,9 @@ fn jwt(args: &ControlPlaneArgs) -> anyhow::Result<Option<JwtConfig>> {
         (Some(file), _) => {
             let secret = std::fs::read(file)
                 .with_context(|| format!("failed to read {}", file.display()))?;
+            if trim(&secret).is_empty() {
+                anyhow::bail!("the JWT secret file {} is empty", file.display());
+            }
             JwtConfig::hs256(trim(&secret))
         }
         (None, Some(file)) => {

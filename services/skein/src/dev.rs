@@ -147,6 +147,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
                 &secret, None,
             )]),
             jwks_url: None,
+            jwks_refresh_every: skein_gateway::auth::JWKS_REFRESH_EVERY,
             tenant_claim: "tenant".to_owned(),
         },
         skein_gateway::HttpOptions {

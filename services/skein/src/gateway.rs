@@ -91,9 +91,19 @@ pub(crate) struct GatewayAuthArgs {
         value_delimiter = ','
     )]
     jwt_public_keys: Vec<String>,
-    /// Where the issuer publishes its keys (JWKS); fetched on the first unknown `kid`
+    /// Where the issuer publishes its keys (JWKS); fetched at start, every
+    /// --jwks-refresh-secs, and on an unknown `kid` (at most every 10 s)
     #[arg(long, env = "SKEIN_GATEWAY_JWKS_URL")]
     jwks_url: Option<String>,
+    /// How often the JWKS is fetched again, in seconds; a key removed from it stops being
+    /// trusted after the next fetch
+    #[arg(
+        long,
+        env = "SKEIN_GATEWAY_JWKS_REFRESH_SECS",
+        default_value_t = skein_gateway::auth::JWKS_REFRESH_EVERY.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    jwks_refresh_secs: u64,
     /// A file holding an HS256 secret (development only: whoever holds it mints tokens)
     #[arg(long, env = "SKEIN_GATEWAY_JWT_HS256_SECRET_FILE")]
     jwt_hs256_secret_file: Option<PathBuf>,
@@ -128,6 +138,9 @@ impl GatewayAuthArgs {
         if let Some(file) = &self.jwt_hs256_secret_file {
             let secret = std::fs::read(file)
                 .with_context(|| format!("failed to read {}", file.display()))?;
+            if secret.trim_ascii().is_empty() {
+                anyhow::bail!("the HS256 secret file {} is empty", file.display());
+            }
             keys.push(VerifyingKey::hs256(secret.trim_ascii(), None));
         }
         if keys.is_empty() && self.jwks_url.is_none() {
@@ -142,6 +155,7 @@ impl GatewayAuthArgs {
         Ok(AuthConfig {
             verifier,
             jwks_url: self.jwks_url.clone(),
+            jwks_refresh_every: Duration::from_secs(self.jwks_refresh_secs),
             tenant_claim: self.tenant_claim.clone(),
         })
     }

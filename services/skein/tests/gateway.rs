@@ -42,7 +42,7 @@ fn sign(algorithm: Algorithm, kid: Option<&str>, tenant: &str, sub: &str, extra:
     let encoding = match algorithm {
         Algorithm::RS256 => EncodingKey::from_rsa_pem(&std::fs::read(key("rsa.pem")).unwrap()),
         Algorithm::ES256 => EncodingKey::from_ec_pem(&std::fs::read(key("ec.pk8.pem")).unwrap()),
-        Algorithm::HS256 => Ok(EncodingKey::from_secret(b"not-a-configured-secret")),
+        Algorithm::HS256 => EncodingKey::from_secret(b"not-a-configured-secret"),
         other => panic!("{other:?}"),
     }
     .unwrap();
@@ -542,7 +542,7 @@ fn tokens_acls_quotas_and_tenants_decide_every_call() {
         request(&cluster.gateways[0], "GET", "/v1/topics", &[], "").status,
         401
     );
-    // A key from the JWKS URL (fetched on first sight of its kid) verifies.
+    // A key from the JWKS URL (fetched at start, and again on an unknown kid) verifies.
     let from_jwks = sign(Algorithm::ES256, Some("ec-jwk"), "acme", "admin", json!({}));
     assert_eq!(
         cluster
