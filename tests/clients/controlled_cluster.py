@@ -7,6 +7,7 @@ Usage: controlled_cluster.py BOOTSTRAP PHASE
   check:  `orders` still has 3 partitions and its 30 records;
   list-acls: the ACLs DescribeAcls lists; create-acl: one for User:bob through CreateAcls;
   delete-acls: delete User:bob's ACLs (DeleteAcls);
+  try-acl-changes: try both once; print each Kafka error's name (or "ok");
   create-topic NAME: create a topic, retrying while the controller fails over;
   produce-only: 30 keyed records to `orders`; topics: the topics listed;
   count: how many records `orders` holds.
@@ -106,6 +107,25 @@ elif PHASE == "create-acl":
     )
     admin.create_acls([bob])[bob].result(15)
     print(json.dumps({"created": "User:bob"}))
+elif PHASE == "try-acl-changes":
+    bob = AclBinding(
+        ResourceType.TOPIC, "pay", ResourcePatternType.PREFIXED, "User:bob", "*", AclOperation.WRITE, AclPermissionType.ALLOW
+    )
+    bobs = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, "User:bob", None, AclOperation.ANY, AclPermissionType.ANY
+    )
+
+    def outcome(future):
+        try:
+            future.result(15)
+            return "ok"
+        except KafkaException as e:
+            return e.args[0].name()
+
+    print(json.dumps({
+        "create": outcome(admin.create_acls([bob])[bob]),
+        "delete": outcome(admin.delete_acls([bobs])[bobs]),
+    }))
 elif PHASE == "delete-acls":
     bobs = AclBindingFilter(
         ResourceType.ANY, None, ResourcePatternType.ANY, "User:bob", None, AclOperation.ANY, AclPermissionType.ANY

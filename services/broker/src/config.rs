@@ -17,6 +17,9 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// `connections.max.idle.ms`: a connection that sends no request for this long is closed.
     pub connections_max_idle_ms: u64,
+    /// Whether Kafka clients may change ACLs (CreateAcls, DeleteAcls). The listener does not
+    /// authenticate its clients, so by default they may not: the admin API changes ACLs.
+    pub unauthenticated_acl_changes: bool,
     /// `auto.create.topics.enable`.
     pub auto_create_topics: bool,
     /// `num.partitions`: partitions of an auto-created topic.
@@ -39,6 +42,7 @@ impl BrokerConfig {
             max_request_bytes: 100 * 1024 * 1024,
             max_connections: 10_000,
             connections_max_idle_ms: 600_000,
+            unauthenticated_acl_changes: false,
             auto_create_topics: true,
             default_partitions: 1,
             group_initial_rebalance_delay_ms: 3000,

@@ -10,6 +10,7 @@
 //! max_request_bytes = 104857600         # socket.request.max.bytes
 //! max_connections = 10000               # max.connections
 //! connections_max_idle_ms = 600000      # connections.max.idle.ms
+//! unauthenticated_acl_changes = false   # may Kafka clients CreateAcls / DeleteAcls
 //!
 //! [log]                                 # topic defaults, under Kafka's names
 //! "retention.ms" = "604800000"
@@ -46,6 +47,7 @@ struct BrokerSection {
     max_request_bytes: Option<usize>,
     max_connections: Option<usize>,
     connections_max_idle_ms: Option<u64>,
+    unauthenticated_acl_changes: Option<bool>,
 }
 
 /// Applies the file (if any) and the environment to `config`.
@@ -102,6 +104,10 @@ pub(crate) fn apply(
                 "MAX_CONNECTIONS" => {
                     broker.max_connections = Some(value.parse().with_context(|| parse("count"))?)
                 }
+                "UNAUTHENTICATED_ACL_CHANGES" => {
+                    broker.unauthenticated_acl_changes =
+                        Some(value.parse().with_context(|| parse("boolean"))?)
+                }
                 "CONNECTIONS_MAX_IDLE_MS" => {
                     broker.connections_max_idle_ms =
                         Some(value.parse().with_context(|| parse("duration in ms"))?)
@@ -131,6 +137,9 @@ pub(crate) fn apply(
     if let Some(v) = broker.max_connections {
         anyhow::ensure!(v >= 1, "max_connections must be at least 1");
         config.max_connections = v;
+    }
+    if let Some(v) = broker.unauthenticated_acl_changes {
+        config.unauthenticated_acl_changes = v;
     }
     if let Some(v) = broker.connections_max_idle_ms {
         anyhow::ensure!(v >= 1, "connections_max_idle_ms must be at least 1");

@@ -56,6 +56,27 @@ fn topics_live_in_the_controller_and_survive_a_restart_of_both_processes() {
     let checked = client(&python, &bootstrap, &["check"]);
     assert!(checked.contains(r#""from-admin": 2"#), "{checked}");
 
+    // The Kafka listener does not authenticate its clients, so by default they may not
+    // change ACLs: CreateAcls and DeleteAcls answer CLUSTER_AUTHORIZATION_FAILED, and the
+    // catalog is untouched.
+    let tried = client(&python, &bootstrap, &["try-acl-changes"]);
+    assert!(
+        tried.contains(r#""create": "CLUSTER_AUTHORIZATION_FAILED""#)
+            && tried.contains(r#""delete": "CLUSTER_AUTHORIZATION_FAILED""#),
+        "{tried}"
+    );
+    let (_, listed) = http(&admin, "GET", "/v1/tenants/acme/acls", "");
+    assert!(!listed.contains("User:bob"), "{listed}");
+    // Where an operator turns them on, they reach the catalog.
+    b.stop();
+    let (b, bootstrap) = tenant_broker_with(
+        &controller,
+        data.path(),
+        "acme",
+        0,
+        &[("SKEIN_BROKER_UNAUTHENTICATED_ACL_CHANGES", "true")],
+    );
+
     // ACLs: one made through the admin API is listed by Kafka's DescribeAcls; one made with
     // Kafka's CreateAcls is listed by the admin API; DeleteAcls removes it from the catalog.
     let alice = r#"{"principal":"User:alice","resource_type":"TOPIC","resource_name":"orders","pattern_type":"LITERAL","operation":"READ","permission":"ALLOW"}"#;

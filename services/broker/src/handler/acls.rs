@@ -129,6 +129,21 @@ fn binding(creation: &AclCreation) -> Result<AclBinding, AclError> {
     Ok(binding)
 }
 
+/// Why a Kafka client may not change ACLs here, if it may not.
+fn acl_changes_refused(broker: &Broker) -> Option<(ResponseError, String)> {
+    if broker.controller.is_none() {
+        return Some((ResponseError::SecurityDisabled, NO_AUTHORIZER.to_owned()));
+    }
+    (!broker.config.unauthenticated_acl_changes).then(|| {
+        (
+            ResponseError::ClusterAuthorizationFailed,
+            "this listener does not authenticate its clients, so they may not change ACLs; \
+             use the admin API"
+                .to_owned(),
+        )
+    })
+}
+
 pub(crate) async fn create(broker: &Broker, request: CreateAclsRequest) -> CreateAclsResponse {
     let mut results = Vec::with_capacity(request.creations.len());
     for creation in &request.creations {
@@ -137,6 +152,10 @@ pub(crate) async fn create(broker: &Broker, request: CreateAclsRequest) -> Creat
                 .with_error_code(code.code())
                 .with_error_message(Some(s(&message)))
         };
+        if let Some((code, message)) = acl_changes_refused(broker) {
+            results.push(failed(code, message));
+            continue;
+        }
         let Some(link) = &broker.controller else {
             results.push(failed(
                 ResponseError::SecurityDisabled,
@@ -182,6 +201,9 @@ async fn delete_one(broker: &Broker, f: &DeleteAclsFilter) -> DeleteAclsFilterRe
             .with_error_code(code.code())
             .with_error_message(Some(s(&message)))
     };
+    if let Some((code, message)) = acl_changes_refused(broker) {
+        return failed(code, message);
+    }
     let Some(link) = &broker.controller else {
         return failed(ResponseError::SecurityDisabled, NO_AUTHORIZER.to_owned());
     };

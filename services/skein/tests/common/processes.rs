@@ -149,10 +149,22 @@ pub fn tenant_broker(
     tenant: &str,
     node_id: i32,
 ) -> (Process, String) {
+    tenant_broker_with(controller, data, tenant, node_id, &[])
+}
+
+/// A broker of `tenant` with extra environment variables (`SKEIN_BROKER_*` settings).
+pub fn tenant_broker_with(
+    controller: &str,
+    data: &std::path::Path,
+    tenant: &str,
+    node_id: i32,
+    env: &[(&str, &str)],
+) -> (Process, String) {
     let process = Process::start(
         Command::new(SKEIN)
             .args(["broker", "--control-plane", controller, "--tenant", tenant])
             .env("SKEIN_BROKER_NODE_ID", node_id.to_string())
+            .envs(env.iter().copied())
             .args([
                 "--kafka-listen",
                 "127.0.0.1:0",
