@@ -64,3 +64,18 @@ pub use metadata::{BrokerAddress, ClusterMetadata, PartitionMetadata, TopicMetad
 pub use partitioner::{murmur2, partition_for_key, Partitioner};
 pub use produce::{Acks, ProducedBatch, Producer, ProducerConfig};
 pub use record::{ConsumerRecord, ProduceRecord, RecordHeader};
+
+/// The records of a fetched record set (a Fetch response's `records` for one partition) from
+/// `from_offset` on, as [`Client`] reads them: CRCs checked, control batches left out, a
+/// trailing partial batch ignored, and everything bounded by the bytes themselves, never by
+/// the counts and lengths they declare. Answers the records and the offset after the last
+/// complete batch.
+pub fn decode_record_set(
+    topic: &str,
+    partition: i32,
+    records: bytes::Bytes,
+    from_offset: i64,
+) -> std::result::Result<(Vec<ConsumerRecord>, Option<i64>), BoxError> {
+    let decoded = batch::decode(topic, partition, records, from_offset)?;
+    Ok((decoded.records, decoded.next_offset))
+}

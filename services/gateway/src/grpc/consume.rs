@@ -53,7 +53,7 @@ type Sender = mpsc::Sender<Result<pb::ConsumeResponse, Status>>;
 
 /// Positions as a resume token: `topic` and `partition:offset` pairs, sealed for the
 /// caller's tenant (see [`crate::client_state`]).
-pub(super) fn resume_token(
+pub fn resume_token(
     keys: &ClientStateKeys,
     tenant: &str,
     topic: &str,
@@ -65,7 +65,7 @@ pub(super) fn resume_token(
 }
 
 /// The topic and positions of a resume token this deployment issued for `tenant`.
-pub(super) fn parse_resume_token(
+pub fn parse_resume_token(
     keys: &ClientStateKeys,
     tenant: &str,
     token: &str,

@@ -6,6 +6,8 @@
 mod consume;
 mod produce;
 
+pub use consume::{parse_resume_token, resume_token};
+
 use std::pin::Pin;
 use std::sync::Arc;
 

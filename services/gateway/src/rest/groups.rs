@@ -40,6 +40,23 @@ use crate::Gateway;
 /// The most records one read returns.
 const MAX_RECORDS: usize = 10_000;
 
+/// The topics a group cursor the client handed back names, once it opens and is consistent
+/// (its group, its positions only in subscribed topics): what the REST group calls
+/// authorize before they use it.
+pub fn cursor_topics(
+    text: &str,
+    group: &str,
+    keys: &ClientStateKeys,
+    tenant: &str,
+) -> Result<Vec<String>, GatewayError> {
+    let cursor = Cursor::decode(text, group, keys, tenant)?;
+    Ok(cursor
+        .named_topics()
+        .into_iter()
+        .map(str::to_owned)
+        .collect())
+}
+
 /// What a cursor holds: who the member is and where it reads. Opaque to clients.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Cursor {
