@@ -224,7 +224,8 @@ impl LogManager {
     /// The log of partition `tp` of topic `topic_id`, created empty with `config` (or the
     /// default) if there is none. Its directory is identified by its `partition.metadata`:
     /// - written with `topic_id` (fsynced) before a new log takes any append;
-    /// - a directory written before topic ids (no such file) is adopted by `topic_id` once;
+    /// - a directory written before topic ids (no such file) is adopted by `topic_id` once,
+    ///   and takes `config` if it is open already;
     /// - a directory of another topic id (a topic of this name, deleted) is deleted
     ///   ([`LogManager::delete`]) and a new empty log takes its place: it is never served.
     pub fn get_or_create_for(
@@ -245,6 +246,9 @@ impl LogManager {
                 partition_dir::write_topic_id(&dir, topic_id)?;
                 tracing::info!(partition = %tp, %topic_id, "partition adopted by its topic");
                 p.topic_id = Some(topic_id);
+                if let Some(config) = config {
+                    p.log.write().set_config(config)?;
+                }
                 return Ok(Arc::clone(&p.log));
             }
             Some(p) => {

@@ -166,8 +166,17 @@ fn a_partition_written_before_topic_ids_is_adopted_once() {
     let manager = open_manager(dir.path());
     assert_eq!(manager.topic_id(&tp), None);
     assert!(manager.get_for(&tp, id).is_none());
-    let log = manager.get_or_create_for(&tp, id, None).unwrap();
+    let config = LogConfig {
+        retention_ms: 1234,
+        ..LogConfig::default()
+    };
+    let log = manager.get_or_create_for(&tp, id, Some(config)).unwrap();
     assert_eq!(log.read().log_end_offset(), 1, "the records stay");
+    assert_eq!(
+        log.read().config().retention_ms,
+        1234,
+        "and take the topic's config"
+    );
     assert_eq!(
         skein_log::read_topic_id(&dir.path().join("orders-0")).unwrap(),
         Some(id)
