@@ -18,8 +18,6 @@ const VERSION: &str = "0";
 
 /// Writes `lines` after the version line, atomically.
 pub(crate) fn write_lines(dir: &Path, name: &str, lines: &[String]) -> Result<()> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!("{name}.tmp"));
     let mut text = String::with_capacity(32 + lines.len() * 16);
     text.push_str(VERSION);
     text.push('\n');
@@ -27,6 +25,15 @@ pub(crate) fn write_lines(dir: &Path, name: &str, lines: &[String]) -> Result<()
         text.push_str(line);
         text.push('\n');
     }
+    write_atomic(dir, name, &text)
+}
+
+/// Replaces `dir/name` with `text`: written to `name.tmp`, fsynced, renamed over `name`,
+/// then the directory fsynced. A crash leaves either the old file or the new one (and maybe
+/// a `.tmp`, which opening a log deletes).
+pub(crate) fn write_atomic(dir: &Path, name: &str, text: &str) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
     let mut file = File::create(&tmp).map_err(LogError::io(&tmp))?;
     file.write_all(text.as_bytes())
         .map_err(LogError::io(&tmp))?;

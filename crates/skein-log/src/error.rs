@@ -64,6 +64,13 @@ pub enum LogError {
     InvalidPartitionDir { path: PathBuf },
     #[error("invalid log configuration: {reason}")]
     InvalidConfig { reason: String },
+    /// A `partition.metadata` file that does not say which topic its directory belongs to.
+    #[error("{path} line {line}: {reason}")]
+    InvalidPartitionMetadata {
+        path: PathBuf,
+        line: usize,
+        reason: &'static str,
+    },
 }
 
 impl LogError {

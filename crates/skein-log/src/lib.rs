@@ -8,7 +8,9 @@
 //!   the `skein-records` crate.
 //! - [`Log`]: one partition: append, read, lookups, truncation, retention, compaction,
 //!   flushing and crash recovery.
-//! - [`LogManager`]: every partition of a data directory, with one bound on open files.
+//! - [`LogManager`]: every partition of a data directory, with one bound on open files;
+//!   each partition directory names its topic's id (`partition.metadata`), and one of
+//!   another id is deleted rather than served.
 //! - [`LogConfig`]: per-partition settings under Kafka's names.
 //!
 //! The files, byte by byte, are described in `docs/log-format.md`.
@@ -43,6 +45,7 @@ mod files;
 mod index;
 mod log;
 mod manager;
+mod partition_dir;
 mod read;
 mod scan;
 mod segment;
@@ -56,4 +59,5 @@ pub use error::{LogError, Result};
 pub use files::HandleCache;
 pub use log::{AppendInfo, Log, LogStats, RecoveryReport, RetentionReport};
 pub use manager::{LogManager, LogManagerConfig, MaintenanceReport, SharedLog, TopicPartition};
+pub use partition_dir::{read_topic_id, write_topic_id, PARTITION_METADATA};
 pub use read::{FileRegion, ReadSlice};

@@ -19,6 +19,7 @@ use crate::epoch::{EpochEntry, LeaderEpochCache};
 use crate::error::{LogError, Result};
 use crate::files::HandleCache;
 use crate::index;
+use crate::partition_dir;
 use crate::read::{FileRegion, ReadSlice};
 use crate::segment::{file_name, BatchMeta, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 
@@ -1129,10 +1130,13 @@ impl Log {
         Ok(())
     }
 
-    /// Closes the log's files and deletes its directory (topic deletion).
+    /// Closes the log's files and deletes its directory (topic deletion): the directory is
+    /// first renamed to `<name>.<topic id in hex>-delete` and its parent fsynced, so a crash
+    /// midway never leaves a partition directory with part of its files; then it is removed.
     pub fn delete(mut self) -> Result<()> {
         self.retire();
-        fs::remove_dir_all(&self.dir).map_err(LogError::io(&self.dir))
+        let topic_id = partition_dir::read_topic_id(&self.dir).ok().flatten();
+        partition_dir::delete_dir(&self.dir, topic_id)
     }
 
     /// Makes the log refuse every further write and lets go of its files, for a log whose
@@ -1143,6 +1147,17 @@ impl Log {
         self.join_flushers();
         for segment in self.segments.values() {
             self.cache.remove(segment.id);
+        }
+    }
+
+    /// Points a retired log at `dir`, where its directory was moved to be deleted: reads
+    /// still in flight find its files there until they are removed, and never open (or
+    /// create) files in a new directory of the old name. Being fenced, it writes nothing.
+    pub(crate) fn relocate(&mut self, dir: &Path) {
+        debug_assert!(self.fenced, "only a retired log moves");
+        self.dir = dir.to_path_buf();
+        for segment in self.segments.values_mut() {
+            segment.relocate(dir);
         }
     }
 }

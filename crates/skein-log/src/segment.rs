@@ -112,6 +112,13 @@ impl Segment {
         }
     }
 
+    /// Points the segment at its files in `dir`, where its directory was moved.
+    pub(crate) fn relocate(&mut self, dir: &Path) {
+        self.log_path = dir.join(file_name(self.base_offset, LOG_SUFFIX));
+        self.index_path = dir.join(file_name(self.base_offset, INDEX_SUFFIX));
+        self.time_index_path = dir.join(file_name(self.base_offset, TIME_INDEX_SUFFIX));
+    }
+
     pub(crate) fn index_capacity_entries(&self) -> u64 {
         self.index_capacity / OFFSET_ENTRY
     }

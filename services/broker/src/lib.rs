@@ -47,6 +47,14 @@ pub use listener::serve;
 pub use topics::{TopicInfo, TopicRegistry};
 
 /// How long a topic must stay out of the controller's snapshots before its logs go.
+///
+/// This is for ordering, not for stale data: a topic's logs are told apart from those of any
+/// other topic of the same name by its id (every partition directory names it, and
+/// [`Broker::partition_log`] never serves one of another id), so a name reused by a new
+/// topic never finds the old records, grace or not. The grace is there because a snapshot
+/// may lack a live topic: one computed before the topic's creation was committed. Deleting
+/// the logs at once would cost that topic its records when the next snapshot brings it back
+/// under the same id; after the grace, the logs go only if no topic of that id is back.
 pub const LOG_DELETION_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Everything a handler can reach.
@@ -69,8 +77,13 @@ pub struct Broker {
     /// This tenant's quota, as the controller last sent it.
     quotas: quota::TenantQuotas,
     /// Topics gone from the controller's snapshots, with when; their logs wait out
-    /// [`LOG_DELETION_GRACE`].
+    /// [`LOG_DELETION_GRACE`]. Kept in memory only: a deletion lost with it costs disk space
+    /// until a topic of that name comes (its id check deletes the old logs), never records.
     doomed: parking_lot::Mutex<Vec<(TopicInfo, std::time::Instant)>>,
+    /// Held while a partition log is opened, created or deleted for a topic id, with the
+    /// topic read again from the registry under it: a request holding a topic that was
+    /// replaced meanwhile must not delete the new topic's log to make room for the old one.
+    log_identity: parking_lot::Mutex<()>,
 }
 
 impl Broker {
@@ -105,9 +118,9 @@ impl Broker {
 
     /// Applies metadata snapshots until the task is aborted. A topic missing from a
     /// snapshot leaves the registry at once, but its logs are deleted only after
-    /// [`LOG_DELETION_GRACE`], and only if it is still gone: a snapshot computed just before
-    /// a topic this broker created was committed must not cost that topic its records.
-    /// A broken stream is reopened.
+    /// [`LOG_DELETION_GRACE`], and only if no topic of its id is back by then (see there
+    /// why). A topic of the same name under a new id needs no such care: its partitions
+    /// never open the old id's logs. A broken stream is reopened.
     pub fn follow_controller(
         self: &Arc<Self>,
         link: controller_link::ControllerLink,
@@ -120,12 +133,7 @@ impl Broker {
                 tokio::select! {
                     message = snapshots.message() => match message {
                         Ok(Some(snapshot)) => {
-                            let latest = link.topics_of(&snapshot);
-                            // A name reused by a new topic must not find the old one's logs.
-                            for topic in &latest {
-                                broker.drop_doomed_unless(&topic.name, topic.id);
-                            }
-                            let replaced = broker.topics.replace_all(latest);
+                            let replaced = broker.topics.replace_all(link.topics_of(&snapshot));
                             let now = std::time::Instant::now();
                             broker
                                 .doomed
@@ -148,17 +156,9 @@ impl Broker {
                     },
                     _ = ticks.tick() => {}
                 }
-                let expired: Vec<TopicInfo> = {
-                    let mut doomed = broker.doomed.lock();
-                    let (expired, waiting) = std::mem::take(&mut *doomed)
-                        .into_iter()
-                        .partition(|(_, since)| since.elapsed() >= LOG_DELETION_GRACE);
-                    *doomed = waiting;
-                    expired.into_iter().map(|(topic, _)| topic).collect()
-                };
-                for topic in expired {
-                    if broker.topics.get(&topic.name).is_none() {
-                        tracing::info!(topic = %topic.name, "topic deleted by the controller");
+                for topic in broker.expired_deletions() {
+                    if broker.topics.get(&topic.name).map(|t| t.id) != Some(topic.id) {
+                        tracing::info!(topic = %topic.name, id = %topic.id, "topic deleted by the controller");
                         broker.drop_partitions(&topic);
                     }
                 }
@@ -166,20 +166,14 @@ impl Broker {
         })
     }
 
-    /// Deletes now the logs of a deleted topic called `name` waiting out its grace, unless it
-    /// is the topic `id` itself: the name is about to serve a new topic.
-    pub(crate) fn drop_doomed_unless(&self, name: &str, id: uuid::Uuid) {
-        let dropped: Vec<TopicInfo> = {
-            let mut doomed = self.doomed.lock();
-            let (dropped, kept) = std::mem::take(&mut *doomed)
-                .into_iter()
-                .partition(|(t, _)| t.name == name && t.id != id);
-            *doomed = kept;
-            dropped.into_iter().map(|(t, _)| t).collect()
-        };
-        for topic in &dropped {
-            self.drop_partitions(topic);
-        }
+    /// Takes the topics whose [`LOG_DELETION_GRACE`] is over out of `doomed`.
+    fn expired_deletions(&self) -> Vec<TopicInfo> {
+        let mut doomed = self.doomed.lock();
+        let (expired, waiting) = std::mem::take(&mut *doomed)
+            .into_iter()
+            .partition(|(_, since)| since.elapsed() >= LOG_DELETION_GRACE);
+        *doomed = waiting;
+        expired.into_iter().map(|(topic, _)| topic).collect()
     }
 
     fn open_with(
@@ -217,7 +211,9 @@ impl Broker {
             acls: parking_lot::RwLock::new(Vec::new()),
             quotas: quota::TenantQuotas::default(),
             doomed: parking_lot::Mutex::new(Vec::new()),
+            log_identity: parking_lot::Mutex::new(()),
         });
+        broker.settle_partitions();
         // Logs were opened with the broker defaults; give each its topic's settings.
         for info in broker.topics.list() {
             broker.apply_settings(&info);
@@ -225,20 +221,77 @@ impl Broker {
         Ok(broker)
     }
 
+    /// Settles, at start, which topic each partition found on disk belongs to: one whose
+    /// directory names another id than the topic of its name is deleted now (that topic was
+    /// deleted, and its name reused, while this broker was down; left alone it would never
+    /// be served either, this frees the space), and one from before topic ids is adopted by
+    /// the topic of its name, so it gets that topic's settings below.
+    fn settle_partitions(&self) {
+        let _turn = self.log_identity.lock();
+        for tp in self.logs.partitions() {
+            let Some(info) = self.topics.get(&tp.topic) else {
+                continue;
+            };
+            match self.logs.topic_id(&tp) {
+                Some(stored) if stored == info.id => {}
+                Some(stored) => {
+                    tracing::info!(partition = %tp, stale = %stored, current = %info.id,
+                        "deleting a partition of a deleted topic of the same name");
+                    self.producers.forget(&tp);
+                    if let Err(e) = self.logs.delete_for(&tp, stored) {
+                        tracing::warn!(partition = %tp, error = %e, "failed to delete partition log");
+                    }
+                }
+                None if tp.partition < info.partitions => {
+                    let config = Some(self.settings(&info).log);
+                    if let Err(e) = self.logs.get_or_create_for(&tp, info.id, config) {
+                        tracing::warn!(partition = %tp, error = %e, "failed to adopt partition log");
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
     /// The log of a partition of a known topic, created on first use with the topic's
-    /// settings.
+    /// settings. Only a log whose directory belongs to the topic's current id is served: one
+    /// of another id (a deleted topic of the same name) is deleted and a new empty log made,
+    /// and one from before topic ids is adopted by the current id.
     pub(crate) fn partition_log(&self, topic: &str, partition: i32) -> Option<SharedLog> {
         let info = self.topics.get(topic)?;
         if partition < 0 || partition >= info.partitions {
             return None;
         }
         let tp = TopicPartition::new(topic, partition);
-        if let Some(log) = self.logs.get(&tp) {
+        if let Some(log) = self.logs.get_for(&tp, info.id) {
             return Some(log);
         }
-        self.logs
-            .get_or_create(&tp, Some(self.settings(&info).log))
-            .ok()
+        self.open_partition_log(&tp)
+    }
+
+    /// Opens (or creates, or replaces) the log of `tp` for the topic the registry names now,
+    /// under [`Broker::log_identity`].
+    fn open_partition_log(&self, tp: &TopicPartition) -> Option<SharedLog> {
+        let _turn = self.log_identity.lock();
+        let info = self.topics.get(&tp.topic)?;
+        if tp.partition >= info.partitions {
+            return None;
+        }
+        let adopting = self.logs.get(tp).is_some() && self.logs.topic_id(tp).is_none();
+        if !adopting && self.logs.topic_id(tp) != Some(info.id) {
+            // A new log, or one replacing a deleted topic's: no producer state carries over.
+            self.producers.forget(tp);
+        }
+        match self
+            .logs
+            .get_or_create_for(tp, info.id, Some(self.settings(&info).log))
+        {
+            Ok(log) => Some(log),
+            Err(e) => {
+                tracing::warn!(partition = %tp, error = %e, "failed to open partition log");
+                None
+            }
+        }
     }
 
     /// The effective settings of a topic (broker defaults plus its overrides).
@@ -266,13 +319,18 @@ impl Broker {
             .unwrap_or(self.config.default_min_insync_replicas)
     }
 
-    /// Forgets a deleted topic's partitions: producer state and logs.
+    /// Forgets a deleted topic's partitions: producer state and logs. Only logs of the
+    /// topic's own id go: a newer topic of the same name keeps its partitions.
     pub(crate) fn drop_partitions(&self, info: &TopicInfo) {
+        let _turn = self.log_identity.lock();
         for partition in 0..info.partitions {
             let tp = TopicPartition::new(&info.name, partition);
-            self.producers.forget(&tp);
-            if let Err(e) = self.logs.delete(&tp) {
-                tracing::warn!(topic = %info.name, partition, error = %e, "failed to delete partition log");
+            match self.logs.delete_for(&tp, info.id) {
+                Ok(true) => self.producers.forget(&tp),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(topic = %info.name, partition, error = %e, "failed to delete partition log");
+                }
             }
         }
     }
@@ -281,7 +339,8 @@ impl Broker {
     pub(crate) fn apply_settings(&self, info: &TopicInfo) {
         let settings = self.settings(info);
         for partition in 0..info.partitions {
-            if let Some(log) = self.logs.get(&TopicPartition::new(&info.name, partition)) {
+            let tp = TopicPartition::new(&info.name, partition);
+            if let Some(log) = self.logs.get_for(&tp, info.id) {
                 if let Err(e) = log.write().set_config(settings.log.clone()) {
                     tracing::warn!(topic = %info.name, partition, error = %e, "config not applied");
                 }

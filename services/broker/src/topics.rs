@@ -50,9 +50,12 @@ pub struct TopicRegistry {
     topics: RwLock<BTreeMap<String, TopicInfo>>,
     /// Ids of topics this broker deleted, or saw replaced under their name: a snapshot that
     /// still carries one was computed before the change and is not applied for that topic.
+    /// This keeps the metadata in order (a deleted topic does not come back to life); it
+    /// does not guard records, which the topic id on every partition directory keeps apart.
     retired: parking_lot::Mutex<std::collections::HashSet<Uuid>>,
     /// Topics this broker created, until a snapshot shows them (or [`FRESH_FOR`] passes): a
-    /// snapshot computed before the creation does not remove them.
+    /// snapshot computed before the creation does not remove them, so clients are not told
+    /// a topic they just created is unknown. Also ordering only, like `retired`.
     fresh: parking_lot::Mutex<BTreeMap<String, (Uuid, std::time::Instant)>>,
 }
 
@@ -71,7 +74,8 @@ enum Source {
 /// What a metadata snapshot changed.
 #[derive(Debug, Default)]
 pub struct Replaced {
-    /// Topics gone (or recreated under a new id): their logs are stale.
+    /// Topics gone (or recreated under a new id). Their logs are never served again under
+    /// their name (a new topic has a new id); the broker deletes them after its grace.
     pub removed: Vec<TopicInfo>,
     /// Topics whose partition count or configs changed.
     pub changed: Vec<TopicInfo>,

@@ -1,7 +1,8 @@
 //! Requests built with `kafka-protocol` and sent over TCP, for what the client libraries in
 //! the other tests do not exercise: fetch sessions (KIP-227), where a full fetch opens a
 //! session and incremental ones carry only what changed, ListOffsets' special queries,
-//! batched OffsetFetch (v8+) and many requests pipelined on one connection.
+//! batched OffsetFetch (v8+), many requests pipelined on one connection, and a topic
+//! replaced while the broker was down, which must not find the old topic's records.
 
 #![allow(clippy::unwrap_used)]
 
@@ -203,6 +204,81 @@ fn incremental_fetches_carry_only_what_changed() {
     assert_eq!(sessionless.session_id, 0);
     assert_eq!(partitions(&sessionless).len(), 1);
     assert_eq!(client.fetch(session, 3, &[]).error_code, 70);
+}
+
+/// The latest offset of partition 0 of "sessions".
+fn latest(client: &mut Client) -> i64 {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("sessions"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])]);
+    let response: ListOffsetsResponse = client.call(2, 5, &request);
+    let p = &response.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    p.offset
+}
+
+#[test]
+fn a_topic_replaced_while_the_broker_was_down_does_not_serve_the_old_records() {
+    let mut broker = TestBroker::start();
+    let old = broker.create_topic("sessions", 1);
+    let mut client = Client::connect(&broker);
+    client.produce("sessions", 0, "old");
+    client.produce("sessions", 0, "old");
+    assert_eq!(latest(&mut client), 2);
+    drop(client);
+    // Deleted and created again under the same name, as far as the broker can tell when it
+    // starts: its topic has a new id.
+    let new = uuid::Uuid::new_v4();
+    broker.restart_after(|data| {
+        let topics = std::fs::read_to_string(data.join("topics")).unwrap();
+        let replaced = topics.replace(&old.id.to_string(), &new.to_string());
+        assert_ne!(topics, replaced);
+        std::fs::write(data.join("topics"), replaced).unwrap();
+    });
+    let mut client = Client::connect(&broker);
+    assert_eq!(latest(&mut client), 0);
+    let fetched = client.fetch(0, 0, &[(0, 0)]);
+    assert_eq!(partitions(&fetched), [(0, 0)]);
+    client.produce("sessions", 0, "new");
+    assert_eq!(latest(&mut client), 1);
+    // And so it stays after another restart.
+    broker.restart();
+    let mut client = Client::connect(&broker);
+    assert_eq!(latest(&mut client), 1);
+}
+
+#[test]
+fn a_partition_from_before_topic_ids_is_adopted_at_start_with_its_topic_settings() {
+    let mut broker = TestBroker::start();
+    let info = broker.create_topic("sessions", 1);
+    let b = broker.broker.clone().unwrap();
+    let configs = [("retention.ms".to_owned(), "1234".to_owned())].into();
+    broker
+        .runtime
+        .block_on(b.topics.set_configs("sessions", configs))
+        .unwrap();
+    drop(b);
+    let mut client = Client::connect(&broker);
+    client.produce("sessions", 0, "kept");
+    drop(client);
+    broker.restart_after(|data| {
+        let partition = data.join("logs").join("sessions-0");
+        std::fs::remove_file(partition.join(skein_log::PARTITION_METADATA)).unwrap();
+    });
+    let b = broker.broker.clone().unwrap();
+    let tp = skein_log::TopicPartition::new("sessions", 0);
+    assert_eq!(b.logs.topic_id(&tp), Some(info.id));
+    let log = b.logs.get(&tp).unwrap();
+    assert_eq!(log.read().log_end_offset(), 1);
+    assert_eq!(log.read().config().retention_ms, 1234);
+    drop((log, b));
+    assert_eq!(latest(&mut Client::connect(&broker)), 1);
 }
 
 #[test]

@@ -272,7 +272,8 @@ impl DevController {
 }
 
 /// Topics a broker on its own kept in `<data>/topics` move into the catalog once, so their
-/// logs stay reachable; the file is then renamed `topics.imported`.
+/// logs stay reachable: the catalog gives each a new id, and the partition directories that
+/// name the old one are stamped with it. The file is then renamed `topics.imported`.
 async fn import_local_topics(data_dir: &std::path::Path, topics: &TopicOps) -> anyhow::Result<()> {
     let path = data_dir.join("topics");
     if !path
@@ -283,7 +284,7 @@ async fn import_local_topics(data_dir: &std::path::Path, topics: &TopicOps) -> a
     }
     let local = skein_broker::TopicRegistry::open(data_dir)?;
     for info in local.list() {
-        match topics
+        let (imported, _) = match topics
             .create(
                 DEV_TENANT,
                 &info.name,
@@ -293,14 +294,40 @@ async fn import_local_topics(data_dir: &std::path::Path, topics: &TopicOps) -> a
             )
             .await
         {
-            Ok(_) => println!("imported topic {} into the catalog", info.name),
-            Err(TopicOpError::Catalog(CatalogError::AlreadyExists { .. })) => {}
+            Ok(created) => {
+                println!("imported topic {} into the catalog", info.name);
+                created
+            }
+            // Imported before a crash cut the import short.
+            Err(TopicOpError::Catalog(CatalogError::AlreadyExists { .. })) => topics
+                .describe(DEV_TENANT, &info.name)
+                .await
+                .with_context(|| format!("failed to read topic {}", info.name))?,
             Err(e) => {
                 return Err(e).with_context(|| format!("failed to import topic {}", info.name))
             }
-        }
+        };
+        let id = uuid::Uuid::parse_str(&imported.id)
+            .with_context(|| format!("the catalog's id of {} is not a UUID", info.name))?;
+        restamp_partitions(&data_dir.join("logs"), &info, id)?;
     }
     std::fs::rename(&path, data_dir.join("topics.imported"))?;
+    Ok(())
+}
+
+/// Stamps the partition directories of `local` (those naming its id) with the id the
+/// catalog gave it, so the broker serves them as that topic's.
+fn restamp_partitions(
+    logs: &std::path::Path,
+    local: &skein_broker::TopicInfo,
+    id: uuid::Uuid,
+) -> anyhow::Result<()> {
+    for partition in 0..local.partitions {
+        let dir = logs.join(format!("{}-{partition}", local.name));
+        if skein_log::read_topic_id(&dir)? == Some(local.id) {
+            skein_log::write_topic_id(&dir, id)?;
+        }
+    }
     Ok(())
 }
 

@@ -47,12 +47,11 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
         log.append(&mut batch(3), 0).unwrap();
     }
     drop(log); // as if the last process was killed
-               // A topic registry left by a broker that ran on its own, before the catalog.
-    std::fs::write(
-        data.path().join("topics"),
-        "orders 1 7f3c1f3e-2d4b-4a63-9a51-0c9a3f1d2e11\n",
-    )
-    .unwrap();
+               // A topic registry left by a broker that ran on its own, before the catalog;
+               // its partition names that broker's id of the topic.
+    let local_id = "7f3c1f3e-2d4b-4a63-9a51-0c9a3f1d2e11";
+    std::fs::write(data.path().join("topics"), format!("orders 1 {local_id}\n")).unwrap();
+    skein_log::write_topic_id(&partition, uuid::Uuid::parse_str(local_id).unwrap()).unwrap();
 
     let mut child = common::dev::command(data.path())
         .stdout(Stdio::piped())
@@ -110,6 +109,8 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
         "",
     );
     assert_eq!(status, 200, "{body}");
+    let catalog_id: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let catalog_id = uuid::Uuid::parse_str(catalog_id["topic_id"].as_str().unwrap()).unwrap();
     // A topic made through the admin API reaches the broker, which kcat sees.
     let kafka = after(&seen, "kafka: bootstrap server ")
         .split_whitespace()
@@ -175,6 +176,11 @@ fn dev_recovers_partitions_and_closes_them_cleanly_on_ctrl_c() {
     assert!(log.recovery_report().clean_shutdown);
     assert_eq!(log.recovery_report().bytes_scanned, 0);
     assert_eq!(log.log_end_offset(), 30);
+    // The partition now names the catalog's id of the topic.
+    assert_eq!(
+        skein_log::read_topic_id(&partition).unwrap(),
+        Some(catalog_id)
+    );
 }
 
 #[test]

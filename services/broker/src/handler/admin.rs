@@ -126,9 +126,6 @@ async fn create_topic(
         if let Some(message) = over_partitions_quota(broker, i64::from(partitions)) {
             return refuse(ResponseError::PolicyViolation, message);
         }
-    } else {
-        // A deleted topic of this name waiting out its grace loses its logs now.
-        broker.drop_doomed_unless(&name, uuid::Uuid::nil());
     }
     let replication_factor = match topic.replication_factor {
         -1 => 1,

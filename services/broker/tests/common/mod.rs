@@ -84,6 +84,15 @@ impl TestBroker {
         self.run(listener);
     }
 
+    /// Stops the broker cleanly, lets `while_down` change its data directory, and starts it
+    /// again on the same port.
+    pub fn restart_after(&mut self, while_down: impl FnOnce(&std::path::Path)) {
+        self.stop();
+        while_down(self.dir.path());
+        let listener = self.runtime.block_on(TcpListener::bind(self.addr)).unwrap();
+        self.run(listener);
+    }
+
     /// Creates a topic directly in the broker's registry.
     pub fn create_topic(&self, name: &str, partitions: i32) -> skein_broker::TopicInfo {
         let broker = self.broker.as_ref().unwrap();
