@@ -10,6 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::controller as pb;
@@ -18,10 +21,53 @@ use crate::controller::controller_client::ControllerClient;
 /// The controller's metadata snapshots, as they come.
 pub type Snapshots = tonic::Streaming<pb::MetadataSnapshot>;
 
+/// A client of one control-plane replica, presenting the caller's credential.
+pub type Client = ControllerClient<InterceptedService<Channel, Credential>>;
+
+/// The credential a broker or gateway presents on every call to the controller (a bearer
+/// token for its role); its `Debug` shows nothing of it.
+#[derive(Clone, Default)]
+pub struct Credential(Option<MetadataValue<Ascii>>);
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Credential")
+            .field(&self.0.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl Credential {
+    /// A bearer token; `None` if it cannot travel as a header value.
+    pub fn bearer(token: &str) -> Option<Self> {
+        let value = format!("Bearer {}", token.trim()).parse().ok()?;
+        Some(Self(Some(value)))
+    }
+
+    /// No credential (a controller that asks for one refuses every call).
+    pub fn none() -> Self {
+        Self(None)
+    }
+}
+
+impl Interceptor for Credential {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
 /// Lazily connected channels to each control-plane replica.
 #[derive(Debug, Clone)]
 pub struct ControllerReplicas {
-    replicas: Arc<[(String, ControllerClient<Channel>)]>,
+    replicas: Arc<[(String, Client)]>,
     preferred: Arc<AtomicUsize>,
 }
 
@@ -35,8 +81,9 @@ pub enum ReplicasError {
 }
 
 impl ControllerReplicas {
-    /// Channels to each replica in `urls`; nothing connects until the first call.
-    pub fn connect_lazy(urls: &[String]) -> Result<Self, ReplicasError> {
+    /// Channels to each replica in `urls`, every call carrying `credential`; nothing
+    /// connects until the first call.
+    pub fn connect_lazy(urls: &[String], credential: Credential) -> Result<Self, ReplicasError> {
         if urls.is_empty() {
             return Err(ReplicasError::NoAddress);
         }
@@ -49,7 +96,10 @@ impl ControllerReplicas {
                 })?
                 .connect_timeout(Duration::from_secs(2))
                 .connect_lazy();
-            replicas.push((url.clone(), ControllerClient::new(channel)));
+            replicas.push((
+                url.clone(),
+                ControllerClient::with_interceptor(channel, credential.clone()),
+            ));
         }
         Ok(Self {
             replicas: replicas.into(),
@@ -62,7 +112,7 @@ impl ControllerReplicas {
     pub async fn call<Req, T, F, Fut>(&self, request: Req, call: F) -> Result<T, tonic::Status>
     where
         Req: Clone,
-        F: Fn(ControllerClient<Channel>, Req) -> Fut,
+        F: Fn(Client, Req) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let count = self.replicas.len();

@@ -12,10 +12,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use skein_proto::controller as pb;
-use skein_proto::controller::controller_client::ControllerClient;
-use skein_proto::replicas::ControllerReplicas;
 pub use skein_proto::replicas::Snapshots;
-use tonic::transport::Channel;
+use skein_proto::replicas::{Client, ControllerReplicas, Credential};
 use uuid::Uuid;
 
 use crate::topics::TopicInfo;
@@ -58,9 +56,13 @@ impl From<tonic::Status> for ControllerError {
 impl ControllerLink {
     /// Connects (lazily) to each replica in `urls` and registers under a new incarnation
     /// with whichever answers.
-    pub async fn connect(urls: &[String], identity: BrokerIdentity) -> anyhow::Result<Self> {
+    pub async fn connect(
+        urls: &[String],
+        identity: BrokerIdentity,
+        credential: Credential,
+    ) -> anyhow::Result<Self> {
         let link = Self {
-            replicas: ControllerReplicas::connect_lazy(urls)?,
+            replicas: ControllerReplicas::connect_lazy(urls, credential)?,
             identity,
             incarnation: Uuid::new_v4().to_string(),
         };
@@ -75,7 +77,7 @@ impl ControllerLink {
     async fn call<Req, T, F, Fut>(&self, request: Req, call: F) -> Result<T, ControllerError>
     where
         Req: Clone,
-        F: Fn(ControllerClient<Channel>, Req) -> Fut,
+        F: Fn(Client, Req) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         Ok(self.replicas.call(request, call).await?)

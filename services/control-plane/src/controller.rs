@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use skein_catalog::{Catalog, CatalogError};
 
+use crate::credentials::{self, ControllerCaller, CredentialVerifier, Role};
 use crate::topic_ops::{TopicOpError, TopicOps};
 use skein_proto::controller as pb;
 use skein_proto::controller::controller_server::Controller;
@@ -274,6 +275,40 @@ fn status(e: CatalogError) -> Status {
     }
 }
 
+/// What of a snapshot `caller` may see: everything for a gateway; for a broker, its own
+/// tenants' brokers, topics, ACLs and quotas, and no API key ids.
+fn visible_to(
+    caller: &ControllerCaller,
+    mut snapshot: pb::MetadataSnapshot,
+) -> pb::MetadataSnapshot {
+    if caller.role == Role::Gateway {
+        return snapshot;
+    }
+    snapshot
+        .brokers
+        .retain(|b| b.tenant.as_deref().is_none_or(|t| caller.serves(t)));
+    snapshot.topics.retain(|t| caller.serves(&t.tenant));
+    snapshot.acls.retain(|a| caller.serves(&a.tenant));
+    snapshot.quotas.retain(|q| caller.serves(&q.tenant));
+    snapshot.api_keys.clear();
+    snapshot
+}
+
+/// The controller's gRPC service, every call of which must carry a credential
+/// [`CredentialVerifier`] accepts.
+pub fn controller_server(
+    service: ControllerService,
+    credentials: CredentialVerifier,
+) -> tonic::service::interceptor::InterceptedService<
+    skein_proto::controller::controller_server::ControllerServer<ControllerService>,
+    CredentialVerifier,
+> {
+    skein_proto::controller::controller_server::ControllerServer::with_interceptor(
+        service,
+        credentials,
+    )
+}
+
 type SnapshotStream =
     Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::MetadataSnapshot, Status>> + Send>>;
 
@@ -283,10 +318,18 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::RegisterBrokerRequest>,
     ) -> Result<Response<pb::RegisterBrokerResponse>, Status> {
+        let caller = credentials::caller(&request)?;
+        caller.require(Role::Broker)?;
         let request = request.into_inner();
         let broker = request
             .broker
             .ok_or_else(|| Status::invalid_argument("broker is required"))?;
+        // A broker registers only for a tenant its credential covers; one serving every
+        // tenant needs a credential for every tenant.
+        match broker.tenant.as_deref() {
+            Some(tenant) => caller.require_tenant(tenant)?,
+            None => caller.require_tenant(credentials::ANY_TENANT)?,
+        }
         if request.incarnation.is_empty() || broker.host.is_empty() || broker.port <= 0 {
             return Err(Status::invalid_argument(
                 "a registration needs an incarnation, a host and a port",
@@ -313,6 +356,7 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        credentials::caller(&request)?.require(Role::Broker)?;
         let request = request.into_inner();
         let registered = self
             .catalog
@@ -326,7 +370,9 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::CreateTopicRequest>,
     ) -> Result<Response<pb::TopicResponse>, Status> {
+        let caller = credentials::caller(&request)?;
         let request = request.into_inner();
+        caller.require_tenant(&request.tenant)?;
         let (topic, partitions) = self
             .topics
             .create(
@@ -347,7 +393,9 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::DeleteTopicRequest>,
     ) -> Result<Response<pb::DeleteTopicResponse>, Status> {
+        let caller = credentials::caller(&request)?;
         let request = request.into_inner();
+        caller.require_tenant(&request.tenant)?;
         self.topics
             .delete(&request.tenant, &request.name)
             .await
@@ -359,7 +407,9 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::CreatePartitionsRequest>,
     ) -> Result<Response<pb::TopicResponse>, Status> {
+        let caller = credentials::caller(&request)?;
         let request = request.into_inner();
+        caller.require_tenant(&request.tenant)?;
         let (topic, partitions) = self
             .topics
             .grow(&request.tenant, &request.name, request.count)
@@ -374,7 +424,9 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::AlterTopicConfigsRequest>,
     ) -> Result<Response<pb::TopicResponse>, Status> {
+        let caller = credentials::caller(&request)?;
         let request = request.into_inner();
+        caller.require_tenant(&request.tenant)?;
         let (topic, partitions) = self
             .topics
             .set_configs(
@@ -393,11 +445,13 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::CreateAclRequest>,
     ) -> Result<Response<pb::CreateAclResponse>, Status> {
-        self.require_active()?;
+        let caller = credentials::caller(&request)?;
         let acl = request
             .into_inner()
             .acl
             .ok_or_else(|| Status::invalid_argument("acl is required"))?;
+        caller.require_acl_changes(&acl.tenant)?;
+        self.require_active()?;
         let binding = skein_proto::acl::from_wire(&acl)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let tenant = self
@@ -417,11 +471,13 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::DeleteAclsRequest>,
     ) -> Result<Response<pb::DeleteAclsResponse>, Status> {
-        self.require_active()?;
+        let caller = credentials::caller(&request)?;
         let filter = request
             .into_inner()
             .filter
             .ok_or_else(|| Status::invalid_argument("filter is required"))?;
+        caller.require_acl_changes(&filter.tenant)?;
+        self.require_active()?;
         let selector = skein_proto::acl::filter_from_wire(&filter)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let tenant = self
@@ -447,6 +503,7 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::AllocateProducerIdsRequest>,
     ) -> Result<Response<pb::AllocateProducerIdsResponse>, Status> {
+        credentials::caller(&request)?.require(Role::Broker)?;
         let size = self.config.producer_id_block;
         let first_id = self
             .catalog
@@ -465,6 +522,7 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::ClaimIdempotencyKeyRequest>,
     ) -> Result<Response<pb::ClaimIdempotencyKeyResponse>, Status> {
+        credentials::caller(&request)?.require(Role::Gateway)?;
         let request = request.into_inner();
         if request.key.is_empty() || request.key.len() > 255 {
             return Err(Status::invalid_argument(
@@ -499,6 +557,7 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::CompleteIdempotencyKeyRequest>,
     ) -> Result<Response<pb::CompleteIdempotencyKeyResponse>, Status> {
+        credentials::caller(&request)?.require(Role::Gateway)?;
         let request = request.into_inner();
         self.catalog
             .complete_idempotency_key(
@@ -516,6 +575,7 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::AuthenticateApiKeyRequest>,
     ) -> Result<Response<pb::AuthenticateApiKeyResponse>, Status> {
+        credentials::caller(&request)?.require(Role::Gateway)?;
         let request = request.into_inner();
         match self
             .catalog
@@ -536,15 +596,21 @@ impl Controller for ControllerService {
 
     async fn watch_metadata(
         &self,
-        _request: Request<pb::WatchMetadataRequest>,
+        request: Request<pb::WatchMetadataRequest>,
     ) -> Result<Response<SnapshotStream>, Status> {
+        // A gateway sees every tenant; a broker only the tenants its credential covers.
+        let caller = credentials::caller(&request)?;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let service = self.clone();
         tokio::spawn(async move {
             let mut last: Option<pb::MetadataSnapshot> = None;
             let mut version = 0i64;
             loop {
-                match service.snapshot().await {
+                let snapshot = service
+                    .snapshot()
+                    .await
+                    .map(|s| s.map(|s| visible_to(&caller, s)));
+                match snapshot {
                     Ok(Some(snapshot)) if last.as_ref() != Some(&snapshot) => {
                         version += 1;
                         let sent = pb::MetadataSnapshot {

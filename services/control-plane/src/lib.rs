@@ -4,12 +4,16 @@
 
 pub mod admin;
 pub mod controller;
+pub mod credentials;
 pub mod topic_ops;
 
 use std::future::Future;
 
 pub use admin::{admin_router, AdminApi, AdminAuth, AdminState, JwtConfig};
-pub use controller::{ControllerConfig, ControllerService, Leadership, LeaseKeeper};
+pub use controller::{
+    controller_server, ControllerConfig, ControllerService, Leadership, LeaseKeeper,
+};
+pub use credentials::{ControllerCaller, CredentialVerifier, NewCredential, Role};
 pub use topic_ops::{TopicOpError, TopicOps};
 
 /// Serves the admin API on `listener` until `shutdown` completes.

@@ -8,13 +8,33 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use skein_catalog::Catalog;
-use skein_control_plane::{ControllerConfig, ControllerService, Leadership, LeaseKeeper};
+use skein_control_plane::{
+    controller_server, credentials, ControllerConfig, ControllerService, CredentialVerifier,
+    Leadership, LeaseKeeper, NewCredential, Role,
+};
 use skein_proto::controller as pb;
 use skein_proto::controller::controller_client::ControllerClient;
-use skein_proto::controller::controller_server::ControllerServer;
+use skein_proto::replicas::{Client, Credential};
 use tokio_stream::StreamExt;
-use tonic::transport::Channel;
 use tonic::Code;
+
+const SECRET: &[u8] = b"the controller secret of these tests";
+
+/// A credential for `role` covering `tenants`, signed with `secret`.
+fn credential(secret: &[u8], role: Role, tenants: &[&str], acl_changes: bool) -> Credential {
+    let token = credentials::mint(
+        secret,
+        &NewCredential {
+            name: "test".to_owned(),
+            role,
+            tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
+            acl_changes,
+            valid_for: Duration::from_secs(600),
+        },
+    )
+    .unwrap();
+    Credential::bearer(&token).unwrap()
+}
 
 struct Replica {
     addr: String,
@@ -35,7 +55,7 @@ impl Replica {
         let addr = format!("http://{}", listener.local_addr().unwrap());
         let server = tokio::spawn(async move {
             tonic::transport::Server::builder()
-                .add_service(ControllerServer::new(service))
+                .add_service(controller_server(service, CredentialVerifier::new(SECRET)))
                 .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
                 .await
                 .unwrap();
@@ -47,8 +67,19 @@ impl Replica {
         }
     }
 
-    async fn client(&self) -> ControllerClient<Channel> {
-        ControllerClient::connect(self.addr.clone()).await.unwrap()
+    /// A client with a broker credential for every tenant.
+    async fn client(&self) -> Client {
+        self.client_as(credential(SECRET, Role::Broker, &["*"], true))
+            .await
+    }
+
+    async fn client_as(&self, credential: Credential) -> Client {
+        let channel = tonic::transport::Endpoint::from_shared(self.addr.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        ControllerClient::with_interceptor(channel, credential)
     }
 
     /// As if the process were killed: it stops serving and stops renewing its lease.
@@ -58,7 +89,7 @@ impl Replica {
     }
 }
 
-async fn register(client: &mut ControllerClient<Channel>, node_id: i32) {
+async fn register(client: &mut Client, node_id: i32) {
     client
         .register_broker(pb::RegisterBrokerRequest {
             broker: Some(pb::BrokerEndpoint {
@@ -91,7 +122,7 @@ fn create(
 
 /// Calls `create_topic` until the replica is active (its lease keeper's first round).
 async fn create_when_active(
-    client: &mut ControllerClient<Channel>,
+    client: &mut Client,
     request: pb::CreateTopicRequest,
     within: Duration,
 ) -> Result<pb::Topic, tonic::Status> {
@@ -329,7 +360,7 @@ async fn a_standby_takes_over_when_the_active_controller_dies() {
     replicas[standby].kill();
 }
 
-async fn client_heartbeat(client: &mut ControllerClient<Channel>) {
+async fn client_heartbeat(client: &mut Client) {
     client
         .heartbeat(pb::HeartbeatRequest {
             node_id: 1,
@@ -337,4 +368,175 @@ async fn client_heartbeat(client: &mut ControllerClient<Channel>) {
         })
         .await
         .unwrap();
+}
+
+/// Every call needs a credential for its role: none, a forged one or one of another role is
+/// refused, and a broker's credential reaches only its own tenants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_are_authenticated_and_held_to_their_role_and_tenants() {
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("controller_auth").unwrap();
+    let catalog = Catalog::open(&url).await.unwrap();
+    for tenant in ["acme", "globex"] {
+        catalog.create_tenant(tenant).await.unwrap();
+    }
+    let replica = Replica::start(&url, "cp-1", Duration::from_secs(5)).await;
+    let endpoint = |node_id: i32, tenant: &str| pb::RegisterBrokerRequest {
+        broker: Some(pb::BrokerEndpoint {
+            node_id,
+            host: "127.0.0.1".to_owned(),
+            port: 9092,
+            rack: None,
+            tenant: Some(tenant.to_owned()),
+        }),
+        incarnation: format!("i-{node_id}"),
+    };
+    let acl = |tenant: &str| pb::CreateAclRequest {
+        acl: Some(pb::Acl {
+            tenant: tenant.to_owned(),
+            principal: "User:mallory".to_owned(),
+            host: "*".to_owned(),
+            resource_type: "TOPIC".to_owned(),
+            resource_name: "*".to_owned(),
+            pattern_type: "LITERAL".to_owned(),
+            operation: "ALL".to_owned(),
+            permission: "ALLOW".to_owned(),
+        }),
+    };
+
+    // No credential, or one signed with another secret: UNAUTHENTICATED, nothing done.
+    for mut stranger in [
+        replica.client_as(Credential::none()).await,
+        replica
+            .client_as(credential(
+                b"not the controller's secret!!!!!",
+                Role::Broker,
+                &["*"],
+                true,
+            ))
+            .await,
+    ] {
+        for status in [
+            stranger.register_broker(endpoint(7, "acme")).await.err(),
+            stranger.create_acl(acl("acme")).await.err(),
+            stranger
+                .watch_metadata(pb::WatchMetadataRequest {})
+                .await
+                .err(),
+            stranger
+                .authenticate_api_key(pb::AuthenticateApiKeyRequest {
+                    key_id: "k".to_owned(),
+                    secret: "s".to_owned(),
+                })
+                .await
+                .err(),
+        ] {
+            assert_eq!(status.map(|s| s.code()), Some(Code::Unauthenticated));
+        }
+    }
+
+    // A gateway watches and checks keys, and changes nothing.
+    let mut gateway = replica
+        .client_as(credential(SECRET, Role::Gateway, &[], false))
+        .await;
+    let refused = gateway
+        .register_broker(endpoint(8, "acme"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied);
+    let refused = create_when_active(
+        &mut gateway,
+        create("acme", "t", 1, 1),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied);
+    assert_eq!(
+        gateway.create_acl(acl("acme")).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+
+    // A broker of acme: registers, and changes topics, only for acme; no ACL changes unless
+    // its credential allows them.
+    let mut acme = replica
+        .client_as(credential(SECRET, Role::Broker, &["acme"], false))
+        .await;
+    acme.register_broker(endpoint(1, "acme")).await.unwrap();
+    assert_eq!(
+        acme.register_broker(endpoint(2, "globex"))
+            .await
+            .unwrap_err()
+            .code(),
+        Code::PermissionDenied
+    );
+    create_when_active(
+        &mut acme,
+        create("acme", "orders", 1, 1),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        acme.create_topic(create("globex", "stolen", 1, 1))
+            .await
+            .unwrap_err()
+            .code(),
+        Code::PermissionDenied
+    );
+    assert_eq!(
+        acme.create_acl(acl("acme")).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+    let mut allowed = replica
+        .client_as(credential(SECRET, Role::Broker, &["acme"], true))
+        .await;
+    allowed.create_acl(acl("acme")).await.unwrap();
+    assert_eq!(
+        allowed.create_acl(acl("globex")).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+
+    // globex has a topic; acme's broker never sees it, nor any API key id.
+    let mut everyone = replica.client().await;
+    everyone
+        .register_broker(endpoint(3, "globex"))
+        .await
+        .unwrap();
+    everyone
+        .create_topic(create("globex", "secret", 1, 1))
+        .await
+        .unwrap();
+    let globex = catalog.tenant_by_name("globex").await.unwrap();
+    let svc = catalog
+        .create_principal(
+            &globex.id,
+            skein_catalog::PrincipalKind::ServiceAccount,
+            "svc",
+        )
+        .await
+        .unwrap();
+    let key = catalog.create_api_key(&svc.id).await.unwrap();
+    let mut watched = acme
+        .watch_metadata(pb::WatchMetadataRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let snapshot = watched.next().await.unwrap().unwrap();
+    assert!(
+        snapshot.topics.iter().all(|t| t.tenant == "acme"),
+        "{snapshot:?}"
+    );
+    assert!(snapshot.topics.iter().any(|t| t.name == "orders"));
+    assert!(snapshot.acls.iter().all(|a| a.tenant == "acme"));
+    assert!(snapshot.api_keys.is_empty());
+    let mut all = gateway
+        .watch_metadata(pb::WatchMetadataRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let snapshot = all.next().await.unwrap().unwrap();
+    assert!(snapshot.topics.iter().any(|t| t.tenant == "globex"));
+    assert!(snapshot.api_keys.contains(&key.id));
+    replica.kill();
 }

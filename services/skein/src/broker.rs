@@ -26,6 +26,10 @@ pub(crate) struct BrokerArgs {
     /// The tenant whose topics this broker's Kafka listener serves
     #[arg(long, env = "SKEIN_TENANT")]
     tenant: String,
+    /// A file holding this broker's controller credential (`skein controller-token --role
+    /// broker --tenant T`)
+    #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_FILE")]
+    controller_token_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     listener: ListenerArgs,
     /// Seconds between heartbeats to the controller
@@ -45,7 +49,9 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
     let (listener, config) = args.listener.bind().await?;
     let address = listener.local_addr()?;
     let identity = identity(&config, &args.tenant);
-    let link = ControllerLink::connect(&args.control_plane, identity)
+    let credential =
+        crate::controller_credentials::read_credential(args.controller_token_file.as_deref())?;
+    let link = ControllerLink::connect(&args.control_plane, identity, credential)
         .await
         .with_context(|| {
             format!(

@@ -11,10 +11,9 @@ use clap::Args;
 use rand::RngCore;
 use skein_catalog::Catalog;
 use skein_control_plane::{
-    AdminAuth, AdminState, ControllerConfig, ControllerService, JwtConfig, Leadership, LeaseKeeper,
-    TopicOps,
+    controller_server, AdminAuth, AdminState, ControllerConfig, ControllerService,
+    CredentialVerifier, JwtConfig, Leadership, LeaseKeeper, TopicOps,
 };
-use skein_proto::controller::controller_server::ControllerServer;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -70,6 +69,10 @@ pub(crate) struct ControlPlaneArgs {
     /// The `aud` admin JWTs must carry
     #[arg(long, env = "SKEIN_ADMIN_JWT_AUDIENCE")]
     jwt_audience: Option<String>,
+    /// A file holding the secret (32 bytes or more) that brokers' and gateways' controller
+    /// credentials are signed with (`skein controller-token` mints them)
+    #[arg(long, env = "SKEIN_CONTROLLER_SECRET_FILE")]
+    controller_secret_file: PathBuf,
 }
 
 pub(crate) fn run(args: ControlPlaneArgs) -> anyhow::Result<()> {
@@ -154,14 +157,16 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
     config.broker_session = config.lease_ttl;
     let leadership = Arc::new(Leadership::default());
     let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
+    let credentials = CredentialVerifier::new(&crate::controller_credentials::read_secret(
+        &args.controller_secret_file,
+    )?);
     let (controller_stop, controller_stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(ControllerServer::new(ControllerService::new(
-                catalog.clone(),
-                config.clone(),
-                Arc::clone(&leadership),
-            )))
+            .add_service(controller_server(
+                ControllerService::new(catalog.clone(), config.clone(), Arc::clone(&leadership)),
+                credentials,
+            ))
             .serve_with_incoming_shutdown(TcpListenerStream::new(controller_listener), async {
                 let _ = controller_stopped.await;
             }),

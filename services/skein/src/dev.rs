@@ -17,9 +17,10 @@ use skein_broker::controller_link::ControllerLink;
 use skein_broker::Broker;
 use skein_catalog::{Catalog, CatalogError};
 use skein_control_plane::{
-    ControllerConfig, ControllerService, Leadership, LeaseKeeper, TopicOpError, TopicOps,
+    controller_server, credentials, ControllerConfig, ControllerService, CredentialVerifier,
+    Leadership, LeaseKeeper, NewCredential, Role, TopicOpError, TopicOps,
 };
-use skein_proto::controller::controller_server::ControllerServer;
+use skein_proto::replicas::Credential;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_stream::wrappers::TcpListenerStream;
@@ -79,13 +80,42 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         Err(e) => return Err(e).context("failed to create the dev tenant"),
     }
     allow_dev_principal(&catalog).await?;
-    let controller = DevController::start(catalog.clone()).await?;
+    // The controller authenticates its callers here too: the broker and the gateway get
+    // credentials for their roles, signed with a secret kept in the data directory.
+    let controller_secret =
+        crate::control_plane::dev_secret(&args.listener.data_dir, "controller-signing-key")?;
+    let controller =
+        DevController::start(catalog.clone(), CredentialVerifier::new(&controller_secret)).await?;
+    let credential = |role: Role, tenants: &[&str], acl_changes: bool| {
+        credentials::mint(
+            &controller_secret,
+            &NewCredential {
+                name: format!("skein-dev-{}", role.name()),
+                role,
+                tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
+                acl_changes,
+                valid_for: Duration::from_secs(365 * 86_400),
+            },
+        )
+        .and_then(|token| Credential::bearer(&token))
+        .context("failed to sign a controller credential")
+    };
+    let broker_credential = credential(
+        Role::Broker,
+        &[DEV_TENANT],
+        config.unauthenticated_acl_changes,
+    )?;
+    let gateway_credential = credential(Role::Gateway, &[], false)?;
 
     // The broker joins it, like `skein broker` does.
     let identity = identity(&config, DEV_TENANT);
-    let link = ControllerLink::connect(std::slice::from_ref(&controller.url), identity)
-        .await
-        .context("the broker could not register with the in-process controller")?;
+    let link = ControllerLink::connect(
+        std::slice::from_ref(&controller.url),
+        identity,
+        broker_credential,
+    )
+    .await
+    .context("the broker could not register with the in-process controller")?;
     import_local_topics(&args.listener.data_dir, &controller.topics).await?;
     let (broker, snapshots) = Broker::open_controlled(config, link.clone())
         .await
@@ -139,9 +169,10 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         let _ = stopped.await;
     }));
     let gateway = crate::gateway::RunningGateway::start(
-        skein_proto::replicas::ControllerReplicas::connect_lazy(std::slice::from_ref(
-            &controller.url,
-        ))?,
+        skein_proto::replicas::ControllerReplicas::connect_lazy(
+            std::slice::from_ref(&controller.url),
+            gateway_credential,
+        )?,
         skein_gateway::AuthConfig {
             verifier: skein_token::Verifier::new(vec![skein_token::VerifyingKey::hs256(
                 &secret, None,
@@ -217,7 +248,7 @@ struct DevController {
 }
 
 impl DevController {
-    async fn start(catalog: Catalog) -> anyhow::Result<Self> {
+    async fn start(catalog: Catalog, credentials: CredentialVerifier) -> anyhow::Result<Self> {
         let replica = format!("skein-dev-{}", std::process::id());
         let config = ControllerConfig::new(replica.clone());
         let leadership = Arc::new(Leadership::default());
@@ -229,7 +260,7 @@ impl DevController {
             ControllerService::new(catalog.clone(), config.clone(), Arc::clone(&leadership));
         let server = tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(ControllerServer::new(service))
+                .add_service(controller_server(service, credentials))
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
                     let _ = stopped.await;
                 }),

@@ -60,6 +60,10 @@ pub(crate) struct GatewayArgs {
         value_delimiter = ','
     )]
     client_state_key_files: Vec<PathBuf>,
+    /// A file holding this gateway's controller credential (`skein controller-token --role
+    /// gateway`)
+    #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_FILE")]
+    controller_token_file: Option<PathBuf>,
 }
 
 /// The client-state keys from their files, or a random key of this process alone.
@@ -282,7 +286,9 @@ impl RunningGateway {
 
 async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
     let auth = args.auth.config()?;
-    let replicas = ControllerReplicas::connect_lazy(&args.control_plane)?;
+    let credential =
+        crate::controller_credentials::read_credential(args.controller_token_file.as_deref())?;
+    let replicas = ControllerReplicas::connect_lazy(&args.control_plane, credential)?;
     let http = HttpOptions {
         cors_origins: args.cors_origin.clone(),
         max_body_bytes: args.max_body_bytes,

@@ -4,6 +4,7 @@ mod bench;
 mod broker;
 mod config;
 mod control_plane;
+mod controller_credentials;
 mod dev;
 mod dump;
 mod gateway;
@@ -42,6 +43,8 @@ enum Command {
     ControlPlane(control_plane::ControlPlaneArgs),
     /// Run the REST gateway in front of a cluster's brokers
     Gateway(gateway::GatewayArgs),
+    /// Print a credential for a broker or a gateway to present to the controller
+    ControllerToken(controller_credentials::ControllerTokenArgs),
     /// Apply the catalog's pending schema migrations (PostgreSQL or SQLite)
     Migrate(migrate::MigrateArgs),
 }
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::ControlPlane(args) => control_plane::run(args),
         Command::Broker(args) => broker::run(args),
         Command::Gateway(args) => gateway::run(args),
+        Command::ControllerToken(args) => controller_credentials::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -382,6 +382,8 @@ fn control_plane_serves_the_admin_api_on_postgres_until_sigterm() {
             "cp-test",
         ])
         .args(["--database-url", &url, "--bootstrap-token", "first-login"])
+        .arg("--controller-secret-file")
+        .arg(common::processes::controller_secret_file())
         .env_remove("SKEIN_DATABASE_URL")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -421,9 +423,25 @@ fn control_plane_serves_the_admin_api_on_postgres_until_sigterm() {
     // Without any admin credential it refuses to start.
     let out = Command::new(SKEIN)
         .args(["control-plane", "--database-url", &url])
+        .arg("--controller-secret-file")
+        .arg(common::processes::controller_secret_file())
         .env_remove("SKEIN_BOOTSTRAP_TOKEN")
         .output()
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no admin credential"));
+    // Nor without the secret its callers' credentials are signed with.
+    let out = Command::new(SKEIN)
+        .args([
+            "control-plane",
+            "--database-url",
+            &url,
+            "--bootstrap-token",
+            "x",
+        ])
+        .env_remove("SKEIN_CONTROLLER_SECRET_FILE")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--controller-secret-file"));
 }

@@ -9,6 +9,46 @@ use std::time::{Duration, Instant};
 pub const SKEIN: &str = env!("CARGO_BIN_EXE_skein");
 pub const TOKEN: &str = "cluster-test-token";
 
+/// Where the tests keep the controller's secret and the credentials minted from it.
+fn credentials_dir() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("controller-secret"), "s".repeat(48)).unwrap();
+        dir
+    })
+    .path()
+}
+
+/// The controller secret every test control plane signs credentials with.
+pub fn controller_secret_file() -> std::path::PathBuf {
+    credentials_dir().join("controller-secret")
+}
+
+/// A controller credential minted by `skein controller-token` for `role` (and `tenants`),
+/// in a file.
+pub fn controller_token_file(role: &str, tenants: &[&str]) -> std::path::PathBuf {
+    let mut command = Command::new(SKEIN);
+    command
+        .args(["controller-token", "--role", role, "--secret-file"])
+        .arg(controller_secret_file());
+    for tenant in tenants {
+        command.args(["--tenant", tenant]);
+    }
+    if role == "broker" {
+        command.arg("--acl-changes");
+    }
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = credentials_dir().join(format!("{role}-{}.token", tenants.join("+")));
+    std::fs::write(&path, &out.stdout).unwrap();
+    path
+}
+
 /// A child process killed (SIGTERM, then waited for) when dropped.
 pub struct Process {
     pub child: Child,
@@ -129,6 +169,8 @@ pub fn control_plane(url: &str) -> (Process, String, String) {
                 "127.0.0.1:0",
             ])
             .args(["--bootstrap-token", TOKEN, "--lease-ttl-secs", "2"])
+            .arg("--controller-secret-file")
+            .arg(controller_secret_file())
             .env_remove("SKEIN_DATABASE_URL"),
     );
     let admin = field(&process.first_line, "admin API on http://");
@@ -165,6 +207,10 @@ pub fn tenant_broker_with(
             .args(["broker", "--control-plane", controller, "--tenant", tenant])
             .env("SKEIN_BROKER_NODE_ID", node_id.to_string())
             .envs(env.iter().copied())
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &[tenant]),
+            )
             .args([
                 "--kafka-listen",
                 "127.0.0.1:0",
@@ -224,6 +270,8 @@ pub fn gateway(controller: &str, args: &[&str]) -> (Process, String, String) {
                 "gateway",
                 "--control-plane",
                 controller,
+                "--controller-token-file",
+                &controller_token_file("gateway", &[]).display().to_string(),
                 "--listen",
                 "127.0.0.1:0",
                 "--grpc-listen",

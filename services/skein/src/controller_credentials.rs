@@ -1,0 +1,90 @@
+//! Credentials for the controller: `skein controller-token` mints one for a broker or a
+//! gateway from the controller's secret, and the services read theirs from a file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use skein_control_plane::{credentials, NewCredential, Role};
+use skein_proto::replicas::Credential;
+
+/// The shortest controller secret accepted, in bytes.
+const MIN_SECRET_BYTES: usize = 32;
+
+#[derive(Debug, Args)]
+pub(crate) struct ControllerTokenArgs {
+    /// The file holding the controller's secret (`skein control-plane --controller-secret-file`)
+    #[arg(long, env = "SKEIN_CONTROLLER_SECRET_FILE")]
+    secret_file: PathBuf,
+    /// The caller's role: broker or gateway
+    #[arg(long)]
+    role: Role,
+    /// A tenant a broker serves (repeatable; `*` for every tenant)
+    #[arg(long = "tenant")]
+    tenants: Vec<String>,
+    /// Let the broker forward its Kafka clients' ACL changes (with
+    /// unauthenticated_acl_changes on the broker)
+    #[arg(long)]
+    acl_changes: bool,
+    /// A name for the credential, shown in the controller's logs
+    #[arg(long, default_value = "skein")]
+    name: String,
+    /// Days until the credential expires
+    #[arg(long, default_value_t = 365)]
+    valid_days: u64,
+}
+
+/// Prints a credential.
+pub(crate) fn run(args: ControllerTokenArgs) -> anyhow::Result<()> {
+    let secret = read_secret(&args.secret_file)?;
+    if args.role == Role::Broker && args.tenants.is_empty() {
+        anyhow::bail!("a broker credential names the tenants it serves: give --tenant");
+    }
+    if args.role == Role::Gateway && (!args.tenants.is_empty() || args.acl_changes) {
+        anyhow::bail!("a gateway credential takes neither --tenant nor --acl-changes");
+    }
+    let token = credentials::mint(
+        &secret,
+        &NewCredential {
+            name: args.name,
+            role: args.role,
+            tenants: args.tenants,
+            acl_changes: args.acl_changes,
+            valid_for: Duration::from_secs(args.valid_days.saturating_mul(86_400)),
+        },
+    )
+    .context("failed to sign the credential")?;
+    println!("{token}");
+    Ok(())
+}
+
+/// The controller's secret from its file: at least 32 bytes once trimmed.
+pub(crate) fn read_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let secret =
+        std::fs::read(path).with_context(|| format!("failed to read {}", path.display()))?;
+    let secret = secret.trim_ascii().to_vec();
+    if secret.len() < MIN_SECRET_BYTES {
+        anyhow::bail!(
+            "the controller secret in {} has {} bytes; at least {MIN_SECRET_BYTES} are needed",
+            path.display(),
+            secret.len()
+        );
+    }
+    Ok(secret)
+}
+
+/// The credential a broker or gateway presents, from its file; none without a file (the
+/// controller then refuses its calls, saying a credential is required).
+pub(crate) fn read_credential(path: Option<&Path>) -> anyhow::Result<Credential> {
+    let Some(path) = path else {
+        tracing::warn!(
+            "no --controller-token-file: the controller will refuse this process's calls"
+        );
+        return Ok(Credential::none());
+    };
+    let token = std::fs::read_to_string(path)
+        .with_context(|| format!("failed to read {}", path.display()))?;
+    Credential::bearer(&token)
+        .with_context(|| format!("{} does not hold a controller credential", path.display()))
+}
