@@ -13,6 +13,9 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// `socket.request.max.bytes`: a larger frame closes the connection.
     pub max_request_bytes: usize,
+    /// `fetch.max.bytes`: the most record bytes one Fetch answer carries, whatever the
+    /// request asks (the first partition may exceed it by one batch, as in Kafka).
+    pub fetch_max_bytes: u64,
     /// `max.connections`: connections accepted beyond it are closed at once.
     pub max_connections: usize,
     /// `connections.max.idle.ms`: a connection that sends no request for this long is closed.
@@ -40,6 +43,7 @@ impl BrokerConfig {
             advertised_port: 9092,
             data_dir: data_dir.into(),
             max_request_bytes: 100 * 1024 * 1024,
+            fetch_max_bytes: 57_671_680,
             max_connections: 10_000,
             connections_max_idle_ms: 600_000,
             unauthenticated_acl_changes: false,

@@ -501,3 +501,48 @@ fn a_broker_on_its_own_answers_acl_requests_with_security_disabled() {
         assert!(response.error_message.is_some());
     }
 }
+
+/// `fetch.max.bytes` bounds what one Fetch answer carries, whatever `max_bytes` the client
+/// asks for: the broker never copies more than that (plus the first partition's first
+/// batch) into an answer.
+#[test]
+fn fetch_max_bytes_caps_an_answer_whatever_the_request_asks() {
+    let broker = TestBroker::start_with(|config| config.fetch_max_bytes = 64 * 1024);
+    broker.create_topic("sessions", 4);
+    let mut client = Client::connect(&broker);
+    let value = "v".repeat(20 * 1024);
+    for partition in 0..4 {
+        for _ in 0..5 {
+            client.produce("sessions", partition, &value);
+        }
+    }
+    let request = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(i32::MAX)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("sessions"))
+            .with_partitions(
+                (0..4)
+                    .map(|p| {
+                        FetchPartition::default()
+                            .with_partition(p)
+                            .with_fetch_offset(0)
+                            .with_partition_max_bytes(i32::MAX)
+                    })
+                    .collect(),
+            )]);
+    let response: FetchResponse = client.call(1, 11, &request);
+    let carried: usize = response.responses[0]
+        .partitions
+        .iter()
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+        .sum();
+    assert!(carried > 0);
+    // At most the cap and one more batch (each ~20 KiB), though 400 KiB were asked for.
+    assert!(
+        carried <= 64 * 1024 + 21 * 1024,
+        "{carried} bytes in one answer"
+    );
+}

@@ -39,6 +39,10 @@ pub struct HttpOptions {
     pub cors_origins: Vec<String>,
     /// The largest request body accepted.
     pub max_body_bytes: usize,
+    /// Bytes one ProduceStream may read ahead of their reports.
+    pub stream_read_ahead_bytes: u32,
+    /// Bytes all ProduceStreams together may read ahead of their reports.
+    pub read_ahead_bytes: u32,
 }
 
 impl Default for HttpOptions {
@@ -46,6 +50,8 @@ impl Default for HttpOptions {
         Self {
             cors_origins: Vec::new(),
             max_body_bytes: 8 * 1024 * 1024,
+            stream_read_ahead_bytes: 16 * 1024 * 1024,
+            read_ahead_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -63,6 +69,8 @@ pub struct Gateway {
     pub controller: Option<skein_proto::replicas::ControllerReplicas>,
     /// Seals and opens the state clients hold: cursors, resume tokens, event ids.
     pub client_state: client_state::ClientStateKeys,
+    /// Bytes that ProduceStream may read ahead of their reports.
+    pub read_ahead: grpc::ReadAheadBudget,
     /// Set once the gateway begins to shut down.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -75,6 +83,8 @@ impl Gateway {
         controller: Option<skein_proto::replicas::ControllerReplicas>,
         client_state: client_state::ClientStateKeys,
     ) -> Arc<Self> {
+        let (stream_read_ahead_bytes, read_ahead_bytes) =
+            (http.stream_read_ahead_bytes, http.read_ahead_bytes);
         Arc::new(Self {
             view,
             auth,
@@ -82,6 +92,7 @@ impl Gateway {
             quotas: Quotas::default(),
             http,
             controller,
+            read_ahead: grpc::ReadAheadBudget::new(stream_read_ahead_bytes, read_ahead_bytes),
             client_state,
             stopping: tokio::sync::watch::Sender::new(false),
         })

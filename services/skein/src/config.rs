@@ -8,6 +8,7 @@
 //! default_partitions = 1                # num.partitions
 //! group_initial_rebalance_delay_ms = 3000
 //! max_request_bytes = 104857600         # socket.request.max.bytes
+//! fetch_max_bytes = 57671680            # fetch.max.bytes
 //! max_connections = 10000               # max.connections
 //! connections_max_idle_ms = 600000      # connections.max.idle.ms
 //! unauthenticated_acl_changes = false   # may Kafka clients CreateAcls / DeleteAcls
@@ -45,6 +46,7 @@ struct BrokerSection {
     default_partitions: Option<i32>,
     group_initial_rebalance_delay_ms: Option<u64>,
     max_request_bytes: Option<usize>,
+    fetch_max_bytes: Option<u64>,
     max_connections: Option<usize>,
     connections_max_idle_ms: Option<u64>,
     unauthenticated_acl_changes: Option<bool>,
@@ -101,6 +103,9 @@ pub(crate) fn apply(
                 "MAX_REQUEST_BYTES" => {
                     broker.max_request_bytes = Some(value.parse().with_context(|| parse("size"))?)
                 }
+                "FETCH_MAX_BYTES" => {
+                    broker.fetch_max_bytes = Some(value.parse().with_context(|| parse("size"))?)
+                }
                 "MAX_CONNECTIONS" => {
                     broker.max_connections = Some(value.parse().with_context(|| parse("count"))?)
                 }
@@ -133,6 +138,10 @@ pub(crate) fn apply(
     }
     if let Some(v) = broker.max_request_bytes {
         config.max_request_bytes = v;
+    }
+    if let Some(v) = broker.fetch_max_bytes {
+        anyhow::ensure!(v >= 1, "fetch_max_bytes must be at least 1");
+        config.fetch_max_bytes = v;
     }
     if let Some(v) = broker.max_connections {
         anyhow::ensure!(v >= 1, "max_connections must be at least 1");

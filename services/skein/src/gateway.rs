@@ -45,6 +45,20 @@ pub(crate) struct GatewayArgs {
     /// The largest request body, in bytes
     #[arg(long, default_value_t = 8 * 1024 * 1024)]
     max_body_bytes: usize,
+    /// Bytes of messages one gRPC ProduceStream may read ahead of their reports
+    #[arg(
+        long,
+        env = "SKEIN_GATEWAY_STREAM_READ_AHEAD_BYTES",
+        default_value_t = 16 * 1024 * 1024
+    )]
+    stream_read_ahead_bytes: u32,
+    /// Bytes of messages every gRPC ProduceStream together may read ahead of their reports
+    #[arg(
+        long,
+        env = "SKEIN_GATEWAY_READ_AHEAD_BYTES",
+        default_value_t = 256 * 1024 * 1024
+    )]
+    read_ahead_bytes: u32,
     /// On SIGTERM, how long open requests may take to finish before their connections are
     /// closed (streams end at once, telling their clients to resume elsewhere)
     #[arg(long, env = "SKEIN_GATEWAY_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
@@ -292,6 +306,8 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
     let http = HttpOptions {
         cors_origins: args.cors_origin.clone(),
         max_body_bytes: args.max_body_bytes,
+        stream_read_ahead_bytes: args.stream_read_ahead_bytes,
+        read_ahead_bytes: args.read_ahead_bytes,
     };
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;

@@ -136,6 +136,16 @@ fn hostile_batches_are_refused_with_invalid_record_and_nothing_is_stored() {
         String::from_utf8_lossy(&kcat.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&kcat.stdout), "before\nafter\n");
+    // A read may not ask the brokers for more than the gateway's cap.
+    let greedy = request(
+        &dev.rest,
+        "GET",
+        "/v1/topics/victim/partitions/0/records?offset=0&max_bytes=2147483647",
+        &[("Authorization", &format!("Bearer {}", dev.dev_token))],
+        "",
+    );
+    assert_eq!(greedy.status, 400, "{}", greedy.body);
+    assert!(greedy.body.contains("max_bytes"), "{}", greedy.body);
     assert!(healthy(&dev));
 }
 

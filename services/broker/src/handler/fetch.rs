@@ -84,7 +84,7 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
         }
     };
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
-    let max_bytes = request.max_bytes.max(0) as u64;
+    let max_bytes = (request.max_bytes.max(0) as u64).min(broker.config.fetch_max_bytes);
     loop {
         // Register for the wake-up before reading, so an append in between is not missed.
         let appended = broker.appended.notified();

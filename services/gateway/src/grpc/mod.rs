@@ -7,6 +7,7 @@ mod consume;
 mod produce;
 
 pub use consume::{parse_resume_token, resume_token};
+pub use produce::ReadAheadBudget;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,6 +19,10 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::call::Call;
 use crate::error::GatewayError;
 use crate::Gateway;
+
+/// The largest message a client may send (tonic's default, set here on purpose): it bounds
+/// what one ProduceStream message costs before the read-ahead budget counts it.
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The gRPC service.
 #[derive(Debug, Clone)]
@@ -139,7 +144,10 @@ pub async fn routes(gateway: Arc<Gateway>) -> tonic::service::Routes {
         .await;
     let mut builder = tonic::service::RoutesBuilder::default();
     builder
-        .add_service(GatewayServer::new(GatewayService::new(gateway)))
+        .add_service(
+            GatewayServer::new(GatewayService::new(gateway))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES),
+        )
         .add_service(health);
     match tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(skein_proto::FILE_DESCRIPTOR_SET)

@@ -1,14 +1,18 @@
 //! Produce and ProduceStream: records become `ProduceRecord`s and go through the same write
 //! path as REST (`crate::produce`). The stream reads ahead at most [`WINDOW`] records that
-//! have no report yet, writes what has arrived as one batch, and reports each record in
-//! order.
+//! have no report yet, and at most its byte budget of them, counted as each message arrives
+//! and before anything else is done with it, against the stream's own budget and the
+//! gateway's for all streams (`ReadAheadBudget`); it writes what has arrived as one batch,
+//! and reports each record in order.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use prost::Message;
 use skein_client::{ProduceRecord, RecordHeader};
 use skein_proto::gateway as pb;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
@@ -23,6 +27,54 @@ pub(super) const WINDOW: usize = 1024;
 
 /// The most records one Produce call may carry.
 pub(super) const MAX_RECORDS: usize = 10_000;
+
+/// Bytes of messages read ahead and not yet reported, per stream and for the whole gateway.
+#[derive(Debug, Clone)]
+pub struct ReadAheadBudget {
+    per_stream: u32,
+    gateway_total: u32,
+    gateway: Arc<Semaphore>,
+}
+
+impl ReadAheadBudget {
+    /// `per_stream` bytes for each stream, `gateway` bytes for all of them together.
+    pub fn new(per_stream: u32, gateway: u32) -> Self {
+        Self {
+            per_stream: per_stream.max(1),
+            gateway_total: gateway.max(1),
+            gateway: Arc::new(Semaphore::new(gateway.max(1) as usize)),
+        }
+    }
+}
+
+/// What one message read ahead holds of the budgets, given back once it is reported.
+type Held = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
+/// Takes `size` bytes of the stream's and the gateway's budgets, waiting while they are
+/// spent (the client is then held back by HTTP/2 flow control); refuses a message larger
+/// than either budget, which could never be taken.
+async fn hold(
+    stream: &Arc<Semaphore>,
+    budget: &ReadAheadBudget,
+    size: u32,
+) -> Result<Held, Status> {
+    if size > budget.per_stream || size > budget.gateway_total {
+        return Err(Status::resource_exhausted(format!(
+            "a message of {size} bytes is over the read-ahead budget of {} bytes",
+            budget.per_stream.min(budget.gateway_total)
+        )));
+    }
+    let refused = |_| Status::unavailable("the gateway is shutting down");
+    let own = Arc::clone(stream)
+        .acquire_many_owned(size)
+        .await
+        .map_err(refused)?;
+    let shared = Arc::clone(&budget.gateway)
+        .acquire_many_owned(size)
+        .await
+        .map_err(refused)?;
+    Ok((own, shared))
+}
 
 fn record(record: pb::Record) -> ProduceRecord {
     ProduceRecord {
@@ -91,7 +143,9 @@ pub(super) fn stream(
     mut inbound: Streaming<pb::ProduceStreamRequest>,
 ) -> ReceiverStream<Result<pb::ProduceReport, Status>> {
     let (reports, receiver) = tokio::sync::mpsc::channel(WINDOW);
-    let (queue, mut queued) = tokio::sync::mpsc::channel::<pb::ProduceStreamRequest>(WINDOW);
+    let (queue, mut queued) =
+        tokio::sync::mpsc::channel::<(pb::ProduceStreamRequest, Held)>(WINDOW);
+    let stream_budget = Arc::new(Semaphore::new(gateway.read_ahead.per_stream as usize));
     // Reads ahead into a bounded queue: when it is full the client is held back by HTTP/2
     // flow control. It reads nothing more once the gateway begins to shut down.
     let reader_gateway = Arc::clone(&gateway);
@@ -105,7 +159,14 @@ pub(super) fn stream(
             };
             match next {
                 Ok(Some(message)) => {
-                    if queue.send(message).await.is_err() {
+                    let size = u32::try_from(message.encoded_len())
+                        .unwrap_or(u32::MAX)
+                        .max(1);
+                    let held = match hold(&stream_budget, &reader_gateway.read_ahead, size).await {
+                        Ok(held) => held,
+                        Err(status) => break ReadEnd::Broken(status),
+                    };
+                    if queue.send((message, held)).await.is_err() {
                         return;
                     }
                 }
@@ -150,15 +211,16 @@ pub(super) fn stream(
             // Consecutive records for the same topic go out together, in order.
             let mut start = 0;
             while start < batch.len() {
-                let topic = batch[start].topic.clone();
+                let topic = batch[start].0.topic.clone();
                 let end = batch[start..]
                     .iter()
-                    .position(|m| m.topic != topic)
+                    .position(|(m, _)| m.topic != topic)
                     .map_or(batch.len(), |n| start + n);
-                let sequences: Vec<u64> = batch[start..end].iter().map(|m| m.sequence).collect();
+                let sequences: Vec<u64> =
+                    batch[start..end].iter().map(|(m, _)| m.sequence).collect();
                 let records: Vec<Result<ProduceRecord, GatewayError>> = batch[start..end]
                     .iter_mut()
-                    .map(|m| {
+                    .map(|(m, _)| {
                         m.record.take().map(record).ok_or_else(|| {
                             GatewayError::Invalid("the message has no record".to_owned())
                         })
@@ -198,4 +260,39 @@ pub(super) fn stream(
         }
     });
     ReceiverStream::new(receiver)
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn read_ahead_waits_past_the_streams_and_the_gateways_budget() {
+        const MIB: u32 = 1024 * 1024;
+        let budget = ReadAheadBudget::new(2 * MIB, 3 * MIB);
+        let first = Arc::new(Semaphore::new(2 * MIB as usize));
+        let second = Arc::new(Semaphore::new(2 * MIB as usize));
+        let wait = Duration::from_millis(100);
+        // The stream's own budget: a third MiB waits until one is reported.
+        let a = hold(&first, &budget, MIB).await.unwrap();
+        let _b = hold(&first, &budget, MIB).await.unwrap();
+        assert!(tokio::time::timeout(wait, hold(&first, &budget, MIB))
+            .await
+            .is_err());
+        // The gateway's: another stream gets one MiB of the three, then waits.
+        let _c = hold(&second, &budget, MIB).await.unwrap();
+        assert!(tokio::time::timeout(wait, hold(&second, &budget, MIB))
+            .await
+            .is_err());
+        drop(a);
+        let _d = tokio::time::timeout(wait, hold(&second, &budget, MIB))
+            .await
+            .unwrap()
+            .unwrap();
+        // A message no budget could ever hold is refused rather than waited for.
+        let refused = hold(&first, &budget, 4 * MIB).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+    }
 }

@@ -19,6 +19,9 @@ use crate::quota::Metered;
 use crate::read::{read, reader, resolve, Start};
 use crate::Gateway;
 
+/// The most bytes one partition read asks the brokers for.
+const MAX_READ_BYTES: i32 = 8 * 1024 * 1024;
+
 /// The most records one read returns.
 pub const MAX_RECORDS: usize = 10_000;
 
@@ -33,8 +36,9 @@ pub struct ReadQuery {
     /// At most this many records (default 500, at most 10000).
     #[param(minimum = 1, maximum = 10000)]
     pub max_records: Option<usize>,
-    /// About this many bytes at most (default 1 MiB); the first batch comes whole.
-    #[param(minimum = 1)]
+    /// About this many bytes at most (default 1 MiB, at most 8 MiB); the first batch comes
+    /// whole.
+    #[param(minimum = 1, maximum = 8388608)]
     pub max_bytes: Option<i32>,
     /// How long to wait for records when there are none yet (default 0, at most 30000).
     pub max_wait_ms: Option<u64>,
@@ -99,8 +103,10 @@ pub async fn read_partition(
         )));
     }
     let max_bytes = query.max_bytes.unwrap_or(1024 * 1024);
-    if max_bytes <= 0 {
-        return Err(Problem::bad_request("max_bytes must be positive"));
+    if max_bytes <= 0 || max_bytes > MAX_READ_BYTES {
+        return Err(Problem::bad_request(format!(
+            "max_bytes must be between 1 and {MAX_READ_BYTES}"
+        )));
     }
     let max_wait = Duration::from_millis(query.max_wait_ms.unwrap_or(0).min(30_000));
     gateway
