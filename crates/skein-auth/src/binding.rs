@@ -39,6 +39,20 @@ impl AclBinding {
     /// - [`AclError::PrefixedWildcard`] for a `PREFIXED` pattern `*`;
     /// - [`AclError::InvalidClusterName`] for a `CLUSTER` binding not named `kafka-cluster`.
     pub fn validate(&self) -> Result<(), AclError> {
+        let principal = self.principal.to_string();
+        for (field, len, max) in [
+            ("principal", principal.len(), MAX_PRINCIPAL_BYTES),
+            ("host", self.host.len(), MAX_HOST_BYTES),
+            (
+                "resource name",
+                self.resource_name.len(),
+                MAX_RESOURCE_NAME_BYTES,
+            ),
+        ] {
+            if len > max {
+                return Err(AclError::TooLong { field, len, max });
+            }
+        }
         if !self.principal.is_well_formed() {
             return Err(AclError::InvalidPrincipal {
                 principal: self.principal.to_string(),
@@ -61,6 +75,14 @@ impl AclBinding {
         Ok(())
     }
 }
+
+/// The longest principal a binding names, in bytes.
+pub const MAX_PRINCIPAL_BYTES: usize = 256;
+/// The longest host a binding names, in bytes.
+pub const MAX_HOST_BYTES: usize = 256;
+/// The longest resource name or prefix a binding names, in bytes (Kafka's topic names are at
+/// most 249).
+pub const MAX_RESOURCE_NAME_BYTES: usize = 1024;
 
 /// Prints the binding the way the audit log shows it:
 /// `User:alice ALLOW READ on TOPIC:LITERAL:orders from host *`.
@@ -94,6 +116,40 @@ mod tests {
             operation: Operation::Read,
             permission: Permission::Allow,
         }
+    }
+
+    #[test]
+    fn names_longer_than_a_binding_may_hold_are_refused() {
+        let long = "n".repeat(900 * 1024);
+        let too_long = binding(ResourceType::Topic, &long, PatternType::Literal);
+        assert!(matches!(
+            too_long.validate(),
+            Err(AclError::TooLong {
+                field: "resource name",
+                ..
+            })
+        ));
+        let mut principal = binding(ResourceType::Topic, "orders", PatternType::Literal);
+        principal.principal = Principal::user("p".repeat(300));
+        assert!(matches!(
+            principal.validate(),
+            Err(AclError::TooLong {
+                field: "principal",
+                ..
+            })
+        ));
+        let mut host = binding(ResourceType::Topic, "orders", PatternType::Literal);
+        host.host = "h".repeat(257);
+        assert!(matches!(
+            host.validate(),
+            Err(AclError::TooLong { field: "host", .. })
+        ));
+        let fits = binding(
+            ResourceType::Group,
+            &"g".repeat(MAX_RESOURCE_NAME_BYTES),
+            PatternType::Literal,
+        );
+        assert!(fits.validate().is_ok());
     }
 
     #[test]

@@ -31,6 +31,17 @@ pub enum AclError {
         /// Kafka's name of the filter-only value.
         name: &'static str,
     },
+    /// A principal, host or resource name longer than a binding may hold (metadata
+    /// snapshots carry every binding, so their size is bounded here).
+    #[error("the {field} is {len} bytes long; at most {max} are allowed")]
+    TooLong {
+        /// The field: `"principal"`, `"host"` or `"resource name"`.
+        field: &'static str,
+        /// Its length in bytes.
+        len: usize,
+        /// The most allowed.
+        max: usize,
+    },
     /// A principal that is not `<type>:<name>` with both parts non-empty.
     #[error("principal {principal:?} is not of the form <type>:<name>")]
     InvalidPrincipal {

@@ -67,7 +67,9 @@ mod principal;
 mod resource;
 
 pub use authorize::{authorize, Decision, DenyReason};
-pub use binding::{AclBinding, ANY_HOST};
+pub use binding::{
+    AclBinding, ANY_HOST, MAX_HOST_BYTES, MAX_PRINCIPAL_BYTES, MAX_RESOURCE_NAME_BYTES,
+};
 pub use error::AclError;
 pub use filter::AclBindingFilter;
 pub use operation::{Operation, Permission};

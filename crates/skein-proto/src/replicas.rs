@@ -21,6 +21,13 @@ use crate::controller::controller_client::ControllerClient;
 /// The controller's metadata snapshots, as they come.
 pub type Snapshots = tonic::Streaming<pb::MetadataSnapshot>;
 
+/// The largest message a controller sends or its clients accept: a metadata snapshot
+/// carries every tenant's brokers, topics, ACL bindings and quotas (binding names are
+/// length-limited by `skein-auth`, so that this holds many thousands of them).
+pub const MAX_CONTROLLER_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// The largest request the controller accepts (requests name one topic or binding).
+pub const MAX_CONTROLLER_REQUEST_BYTES: usize = 1024 * 1024;
+
 /// A client of one control-plane replica, presenting the caller's credential.
 pub type Client = ControllerClient<InterceptedService<Channel, Credential>>;
 
@@ -98,7 +105,9 @@ impl ControllerReplicas {
                 .connect_lazy();
             replicas.push((
                 url.clone(),
-                ControllerClient::with_interceptor(channel, credential.clone()),
+                ControllerClient::with_interceptor(channel, credential.clone())
+                    .max_decoding_message_size(MAX_CONTROLLER_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_CONTROLLER_REQUEST_BYTES),
             ));
         }
         Ok(Self {

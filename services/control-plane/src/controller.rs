@@ -303,10 +303,10 @@ pub fn controller_server(
     skein_proto::controller::controller_server::ControllerServer<ControllerService>,
     CredentialVerifier,
 > {
-    skein_proto::controller::controller_server::ControllerServer::with_interceptor(
-        service,
-        credentials,
-    )
+    let server = skein_proto::controller::controller_server::ControllerServer::new(service)
+        .max_decoding_message_size(skein_proto::replicas::MAX_CONTROLLER_REQUEST_BYTES)
+        .max_encoding_message_size(skein_proto::replicas::MAX_CONTROLLER_MESSAGE_BYTES);
+    tonic::service::interceptor::InterceptedService::new(server, credentials)
 }
 
 type SnapshotStream =
