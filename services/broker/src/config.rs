@@ -16,6 +16,12 @@ pub struct BrokerConfig {
     /// `fetch.max.bytes`: the most record bytes one Fetch answer carries, whatever the
     /// request asks (the first partition may exceed it by one batch, as in Kafka).
     pub fetch_max_bytes: u64,
+    /// `offsets.retention.minutes`: how long a group without members keeps its committed
+    /// offsets after its last commit (Kafka's default: 7 days).
+    pub offsets_retention: std::time::Duration,
+    /// `producer.id.expiration.ms`: how long an idempotent producer's state is kept after
+    /// its last write (Kafka's default: 1 day).
+    pub producer_id_expiration: std::time::Duration,
     /// `max.connections`: connections accepted beyond it are closed at once.
     pub max_connections: usize,
     /// `connections.max.idle.ms`: a connection that sends no request for this long is closed.
@@ -44,6 +50,8 @@ impl BrokerConfig {
             data_dir: data_dir.into(),
             max_request_bytes: 100 * 1024 * 1024,
             fetch_max_bytes: 57_671_680,
+            offsets_retention: std::time::Duration::from_secs(7 * 24 * 3600),
+            producer_id_expiration: std::time::Duration::from_secs(24 * 3600),
             max_connections: 10_000,
             connections_max_idle_ms: 600_000,
             unauthenticated_acl_changes: false,

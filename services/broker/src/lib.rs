@@ -257,6 +257,40 @@ impl Broker {
     /// settings. Only a log whose directory belongs to the topic's current id is served: one
     /// of another id (a deleted topic of the same name) is deleted and a new empty log made,
     /// and one from before topic ids is adopted by the current id.
+    /// Forgets state nobody has used for its retention, as Kafka does: committed offsets of
+    /// groups without members after `offsets.retention.minutes` since their last commit
+    /// (tombstones in `__consumer_offsets`, then the group itself), and idempotent producers
+    /// idle for `producer.id.expiration.ms`.
+    pub(crate) fn expire_idle_state(&self) {
+        let now = skein_log::Clock::now_ms(&skein_log::SystemClock);
+        let retention =
+            i64::try_from(self.config.offsets_retention.as_millis()).unwrap_or(i64::MAX);
+        for group in self.offsets.committed_before(now, retention) {
+            if self.groups.has_members(&group) {
+                continue;
+            }
+            let keys: Vec<(String, i32)> = self
+                .offsets
+                .all(&group)
+                .into_iter()
+                .map(|(t, p, _)| (t, p))
+                .collect();
+            match self.offsets.delete(&group, &keys, now) {
+                Ok(()) => {
+                    self.groups.remove_if_empty(&group);
+                    tracing::info!(%group, offsets = keys.len(), "expired the offsets of an empty group");
+                }
+                Err(e) => tracing::warn!(%group, error = %e, "failed to expire group offsets"),
+            }
+        }
+        let expiration =
+            i64::try_from(self.config.producer_id_expiration.as_millis()).unwrap_or(i64::MAX);
+        let forgotten = self.producers.expire(expiration);
+        if forgotten > 0 {
+            tracing::info!(producers = forgotten, "expired idle producer states");
+        }
+    }
+
     pub(crate) fn partition_log(&self, topic: &str, partition: i32) -> Option<SharedLog> {
         let info = self.topics.get(topic)?;
         if partition < 0 || partition >= info.partitions {

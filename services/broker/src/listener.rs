@@ -19,9 +19,26 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: impl Fu
         let broker = Arc::clone(&broker);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(std::time::Duration::from_millis(250));
+            // Idle groups' offsets and producers' states are swept far less often.
+            let sweep_every = broker
+                .config
+                .offsets_retention
+                .min(broker.config.producer_id_expiration)
+                .div_f64(4.0)
+                .clamp(
+                    std::time::Duration::from_millis(250),
+                    std::time::Duration::from_secs(60),
+                );
+            let mut last_sweep = tokio::time::Instant::now();
             loop {
                 ticks.tick().await;
                 broker.groups.expire();
+                if last_sweep.elapsed() >= sweep_every {
+                    last_sweep = tokio::time::Instant::now();
+                    let broker = Arc::clone(&broker);
+                    // It writes tombstones to a log: off the async threads.
+                    let _ = tokio::task::spawn_blocking(move || broker.expire_idle_state()).await;
+                }
             }
         })
     };

@@ -112,6 +112,15 @@ struct ProducerEntry {
     epoch: i16,
     /// (first sequence, last sequence, base offset) of recent batches, oldest first.
     batches: VecDeque<(i32, i32, i64)>,
+    /// When this broker last wrote (or, after a start, loaded) a batch of the producer, in
+    /// wall-clock milliseconds: its state expires `producer.id.expiration.ms` after that.
+    last_write_ms: i64,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// What to do with an incoming batch of an idempotent producer.
@@ -160,6 +169,10 @@ impl PartitionProducers {
                 remember(entry, h, h.base_offset);
             }
         })?;
+        let loaded_at = now_ms();
+        for entry in producers.values_mut() {
+            entry.last_write_ms = loaded_at;
+        }
         self.producers = producers;
         self.loaded = true;
         Ok(())
@@ -206,6 +219,16 @@ impl PartitionProducers {
             entry.epoch = h.producer_epoch;
         }
         remember(entry, h, base_offset);
+        entry.last_write_ms = now_ms();
+    }
+
+    /// Forgets producers that wrote nothing for `expiration_ms` before `now_ms`; answers how
+    /// many.
+    fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers
+            .retain(|_, p| p.last_write_ms.saturating_add(expiration_ms) > now_ms);
+        before - self.producers.len()
     }
 }
 
@@ -233,11 +256,54 @@ impl ProducerStates {
     pub(crate) fn forget(&self, tp: &TopicPartition) {
         self.partitions.lock().remove(tp);
     }
+
+    /// Forgets every producer idle for `producer.id.expiration.ms` (as Kafka does), so that
+    /// the state does not grow with every producer id ever seen; answers how many.
+    pub(crate) fn expire(&self, expiration_ms: i64) -> usize {
+        let now = now_ms();
+        let partitions: Vec<_> = self.partitions.lock().values().cloned().collect();
+        partitions
+            .iter()
+            .map(|p| p.lock().expire(now, expiration_ms))
+            .sum()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_producers_expire_and_active_ones_stay() {
+        let header = |producer_id: i64| BatchHeader {
+            base_offset: 0,
+            batch_length: 0,
+            partition_leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: 0,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            producer_id,
+            producer_epoch: 0,
+            base_sequence: 0,
+            records_count: 1,
+        };
+        let mut state = PartitionProducers::default();
+        state.record(&header(1), 0);
+        state.record(&header(2), 1);
+        // A retry of producer 1's batch is a duplicate while its state is kept.
+        assert_eq!(
+            state.check(&header(1)),
+            Verdict::Duplicate { base_offset: 0 }
+        );
+        state.producers.get_mut(&1).unwrap().last_write_ms -= 10_000;
+        assert_eq!(state.expire(now_ms(), 5_000), 1);
+        assert!(state.producers.contains_key(&2));
+        // Forgotten: its sequence starts over, as for a new producer.
+        assert_eq!(state.check(&header(1)), Verdict::Append);
+    }
 
     fn header(pid: i64, epoch: i16, seq: i32, delta: i32) -> BatchHeader {
         BatchHeader {

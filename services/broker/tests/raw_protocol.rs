@@ -546,3 +546,61 @@ fn fetch_max_bytes_caps_an_answer_whatever_the_request_asks() {
         "{carried} bytes in one answer"
     );
 }
+
+/// A group without members keeps its committed offsets for `offsets.retention.minutes`
+/// after its last commit, then they are gone, also after a restart: groups cannot
+/// accumulate without bound.
+#[test]
+fn an_idle_groups_offsets_expire_after_the_retention() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{
+        GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+        OffsetFetchResponse,
+    };
+    let mut broker = TestBroker::start_with(|config| {
+        config.offsets_retention = Duration::from_millis(1500);
+    });
+    broker.create_topic("sessions", 1);
+    let group = |name: &'static str| GroupId(StrBytes::from_static_str(name));
+    let commit = |client: &mut Client, name: &'static str| {
+        let request = OffsetCommitRequest::default()
+            .with_group_id(group(name))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(self::name("sessions"))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(42)])]);
+        let response: OffsetCommitResponse = client.call(8, 2, &request);
+        assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    };
+    let committed = |client: &mut Client, name: &'static str| {
+        let request = OffsetFetchRequest::default()
+            .with_group_id(group(name))
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(self::name("sessions"))
+                .with_partition_indexes(vec![0])]));
+        let response: OffsetFetchResponse = client.call(9, 1, &request);
+        response.topics[0].partitions[0].committed_offset
+    };
+    let mut client = Client::connect(&broker);
+    commit(&mut client, "idle");
+    commit(&mut client, "busy");
+    assert_eq!(committed(&mut client, "idle"), 42);
+    // "busy" keeps committing; "idle" does not.
+    let deadline = std::time::Instant::now() + Duration::from_secs(4);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        commit(&mut client, "busy");
+    }
+    assert_eq!(committed(&mut client, "idle"), -1, "expired");
+    assert_eq!(committed(&mut client, "busy"), 42, "still committing");
+    drop(client);
+    broker.restart();
+    let mut client = Client::connect(&broker);
+    assert_eq!(committed(&mut client, "idle"), -1, "expired for good");
+    assert_eq!(committed(&mut client, "busy"), 42);
+}

@@ -9,6 +9,8 @@
 //! group_initial_rebalance_delay_ms = 3000
 //! max_request_bytes = 104857600         # socket.request.max.bytes
 //! fetch_max_bytes = 57671680            # fetch.max.bytes
+//! offsets_retention_minutes = 10080     # offsets.retention.minutes
+//! producer_id_expiration_ms = 86400000  # producer.id.expiration.ms
 //! max_connections = 10000               # max.connections
 //! connections_max_idle_ms = 600000      # connections.max.idle.ms
 //! unauthenticated_acl_changes = false   # may Kafka clients CreateAcls / DeleteAcls
@@ -47,6 +49,8 @@ struct BrokerSection {
     group_initial_rebalance_delay_ms: Option<u64>,
     max_request_bytes: Option<usize>,
     fetch_max_bytes: Option<u64>,
+    offsets_retention_minutes: Option<u64>,
+    producer_id_expiration_ms: Option<u64>,
     max_connections: Option<usize>,
     connections_max_idle_ms: Option<u64>,
     unauthenticated_acl_changes: Option<bool>,
@@ -103,6 +107,17 @@ pub(crate) fn apply(
                 "MAX_REQUEST_BYTES" => {
                     broker.max_request_bytes = Some(value.parse().with_context(|| parse("size"))?)
                 }
+                "OFFSETS_RETENTION_MINUTES" => {
+                    broker.offsets_retention_minutes = Some(
+                        value
+                            .parse()
+                            .with_context(|| parse("duration in minutes"))?,
+                    )
+                }
+                "PRODUCER_ID_EXPIRATION_MS" => {
+                    broker.producer_id_expiration_ms =
+                        Some(value.parse().with_context(|| parse("duration in ms"))?)
+                }
                 "FETCH_MAX_BYTES" => {
                     broker.fetch_max_bytes = Some(value.parse().with_context(|| parse("size"))?)
                 }
@@ -138,6 +153,14 @@ pub(crate) fn apply(
     }
     if let Some(v) = broker.max_request_bytes {
         config.max_request_bytes = v;
+    }
+    if let Some(v) = broker.offsets_retention_minutes {
+        anyhow::ensure!(v >= 1, "offsets_retention_minutes must be at least 1");
+        config.offsets_retention = std::time::Duration::from_secs(v.saturating_mul(60));
+    }
+    if let Some(v) = broker.producer_id_expiration_ms {
+        anyhow::ensure!(v >= 1, "producer_id_expiration_ms must be at least 1");
+        config.producer_id_expiration = std::time::Duration::from_millis(v);
     }
     if let Some(v) = broker.fetch_max_bytes {
         anyhow::ensure!(v >= 1, "fetch_max_bytes must be at least 1");

@@ -8,7 +8,7 @@
 //! ```
 //! where `string` is an i16 length and UTF-8 bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use parking_lot::RwLock;
 use skein_log::batch::{build_batch, Compression, DecodedRecords, NewRecord, ProducerFields};
@@ -28,6 +28,8 @@ type Key = (String, String, i32);
 
 #[derive(Debug)]
 pub(crate) struct OffsetStore {
+    /// When each group last committed, in milliseconds (the records' timestamps on replay).
+    last_commit: RwLock<HashMap<String, i64>>,
     log: SharedLog,
     offsets: RwLock<BTreeMap<Key, Committed>>,
 }
@@ -43,6 +45,7 @@ impl OffsetStore {
         let log = logs.get_or_create(&TopicPartition::new(TOPIC, 0), Some(config.clone()))?;
         log.write().set_config(config)?;
         let mut offsets = BTreeMap::new();
+        let mut last_commit: HashMap<String, i64> = HashMap::new();
         {
             let log = log.read();
             let mut position = log.log_start_offset();
@@ -62,6 +65,9 @@ impl OffsetStore {
                         };
                         match record.value.and_then(decode_value) {
                             Some(value) => {
+                                let at = decoded.timestamp_of(&record);
+                                let last = last_commit.entry(key.0.clone()).or_insert(at);
+                                *last = (*last).max(at);
                                 offsets.insert(key, value);
                             }
                             None => {
@@ -75,6 +81,7 @@ impl OffsetStore {
             }
         }
         Ok(Self {
+            last_commit: RwLock::new(last_commit),
             log,
             offsets: RwLock::new(offsets),
         })
@@ -98,7 +105,21 @@ impl OffsetStore {
         for (topic, partition, c) in commits {
             offsets.insert((group.to_owned(), topic.clone(), *partition), c.clone());
         }
+        self.last_commit.write().insert(group.to_owned(), now_ms);
         Ok(())
+    }
+
+    /// Groups whose last commit is older than `retention_ms` before `now_ms`.
+    pub(crate) fn committed_before(&self, now_ms: i64, retention_ms: i64) -> Vec<String> {
+        let groups = self.groups();
+        let last = self.last_commit.read();
+        groups
+            .into_iter()
+            .filter(|g| {
+                last.get(g)
+                    .is_none_or(|at| at.saturating_add(retention_ms) <= now_ms)
+            })
+            .collect()
     }
 
     /// Deletes committed offsets: tombstones in the log, then out of memory.
