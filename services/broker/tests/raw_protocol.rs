@@ -557,8 +557,7 @@ fn an_idle_groups_offsets_expire_after_the_retention() {
     };
     use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
     use kafka_protocol::messages::{
-        GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-        OffsetFetchResponse,
+        GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
     };
     let mut broker = TestBroker::start_with(|config| {
         config.offsets_retention = Duration::from_millis(1500);

@@ -338,3 +338,85 @@ fn kafka_clients_are_held_to_the_tenants_byte_quotas() {
     broker.stop();
     cp.stop();
 }
+
+/// The controller of a real control-plane process refuses callers without a credential, or
+/// with one of another role or tenant, before anything reaches the catalog.
+#[test]
+fn the_controller_process_refuses_callers_outside_their_credential() {
+    use skein_proto::controller as pb;
+    use skein_proto::replicas::{ControllerReplicas, Credential};
+    use tonic::Code;
+
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("controller_auth").unwrap();
+    let (_cp, admin, controller) = control_plane(&url);
+    for tenant in ["acme", "globex"] {
+        let body = format!(r#"{{"name":"{tenant}"}}"#);
+        assert_eq!(http(&admin, "POST", "/v1/tenants", &body).0, 201);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _inside = runtime.enter();
+    let as_caller = |credential: Credential| {
+        ControllerReplicas::connect_lazy(std::slice::from_ref(&controller), credential).unwrap()
+    };
+    let token = |role: &str, tenants: &[&str]| {
+        let file = controller_token_file(role, tenants);
+        Credential::bearer(&std::fs::read_to_string(file).unwrap()).unwrap()
+    };
+    let create = |tenant: &str| pb::CreateTopicRequest {
+        tenant: tenant.to_owned(),
+        name: "stolen".to_owned(),
+        partitions: 1,
+        replication_factor: 1,
+        configs: Default::default(),
+    };
+    let code = |replicas: &ControllerReplicas, tenant: &str| {
+        let request = create(tenant);
+        runtime
+            .block_on(replicas.call(request, |mut c, r| async move { c.create_topic(r).await }))
+            .unwrap_err()
+            .code()
+    };
+    let forged = {
+        // Signed with a secret that is not the controller's.
+        let secret = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(secret.path(), "x".repeat(48)).unwrap();
+        let out = std::process::Command::new(SKEIN)
+            .args([
+                "controller-token",
+                "--role",
+                "broker",
+                "--tenant",
+                "*",
+                "--secret-file",
+            ])
+            .arg(secret.path())
+            .output()
+            .unwrap();
+        Credential::bearer(&String::from_utf8(out.stdout).unwrap()).unwrap()
+    };
+    assert_eq!(
+        code(&as_caller(Credential::none()), "acme"),
+        Code::Unauthenticated
+    );
+    assert_eq!(code(&as_caller(forged), "acme"), Code::Unauthenticated);
+    assert_eq!(
+        code(&as_caller(token("gateway", &[])), "acme"),
+        Code::PermissionDenied
+    );
+    assert_eq!(
+        code(&as_caller(token("broker", &["acme"])), "globex"),
+        Code::PermissionDenied
+    );
+    // A stranger cannot watch the cluster's metadata either.
+    let watched = runtime.block_on(as_caller(Credential::none()).watch());
+    assert_eq!(watched.unwrap_err().code(), Code::Unauthenticated);
+    // Nothing was created.
+    let (_, topics) = http(&admin, "GET", "/v1/tenants/globex/topics", "");
+    assert!(!topics.contains("stolen"), "{topics}");
+    let (_, topics) = http(&admin, "GET", "/v1/tenants/acme/topics", "");
+    assert!(!topics.contains("stolen"), "{topics}");
+}
