@@ -667,13 +667,20 @@ fn tokens_acls_quotas_and_tenants_decide_every_call() {
     let bulk = token("acme", "bulk", json!({}));
     let oversized =
         json!({"value_format": "string", "records": [{"value": "x".repeat(1500)}]}).to_string();
-    let first = wait_for(|| {
+    // The ACL and the quota reach the gateway with the metadata stream, not necessarily in
+    // the same snapshot: write until the quota holds. A refusal follows an accepted write,
+    // whose bytes put the principal in debt.
+    let mut accepted = 0;
+    let second = wait_for(|| {
         let answer = cluster.call(0, "POST", "/v1/topics/orders/records", &bulk, &oversized);
-        (answer.status != 403).then_some(answer)
+        match answer.status {
+            200 => accepted += 1,
+            403 | 429 => {}
+            other => panic!("{other}: {}", answer.body),
+        }
+        (answer.status == 429).then_some(answer)
     });
-    assert_eq!(first.status, 200, "{}", first.body);
-    let second = cluster.call(0, "POST", "/v1/topics/orders/records", &bulk, &oversized);
-    assert_eq!(second.status, 429, "{}", second.body);
+    assert!(accepted >= 1, "refused before any write");
     assert!(second.header("retry-after").is_some());
     let everything = cluster.call(
         0,
