@@ -74,23 +74,28 @@ impl Catalog {
         .bind(binding.permission.to_string())
         .execute(&self.pool)
         .await?;
-        let exact = AclBindingFilter {
-            principal: Some(binding.principal.clone()),
-            host: Some(binding.host.clone()),
-            resource_type: Some(binding.resource_type),
-            resource_name: Some(binding.resource_name.clone()),
-            pattern_type: binding.pattern_type.into(),
-            operation: Some(binding.operation),
-            permission: Some(binding.permission),
-        };
-        self.acls(tenant_id, &exact)
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| CatalogError::NotFound {
-                what: "ACL binding",
-                name: binding.to_string(),
-            })
+        // The binding as stored (its id is the first insert's when it already existed).
+        let row = sqlx::query(
+            "SELECT id, principal, host, resource_type, resource_name, pattern_type, operation, \
+               permission FROM acls WHERE tenant_id = $1 AND principal = $2 AND host = $3 \
+               AND resource_type = $4 AND resource_name = $5 AND pattern_type = $6 \
+               AND operation = $7 AND permission = $8",
+        )
+        .bind(tenant_id)
+        .bind(binding.principal.to_string())
+        .bind(&binding.host)
+        .bind(binding.resource_type.to_string())
+        .bind(&binding.resource_name)
+        .bind(binding.pattern_type.to_string())
+        .bind(binding.operation.to_string())
+        .bind(binding.permission.to_string())
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| CatalogError::NotFound {
+            what: "ACL binding",
+            name: binding.to_string(),
+        })?;
+        record(&row)
     }
 
     /// Every tenant's bindings, with the tenant's name.

@@ -29,6 +29,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/skein_descriptors.bin"));
 
 pub mod replicas;
+pub mod snapshot;
 
 /// ACL bindings and filters between their wire form (Kafka's names) and `skein_auth`'s types.
 pub mod acl {

@@ -18,13 +18,12 @@ use tonic::transport::{Channel, Endpoint};
 use crate::controller as pb;
 use crate::controller::controller_client::ControllerClient;
 
-/// The controller's metadata snapshots, as they come.
-pub type Snapshots = tonic::Streaming<pb::MetadataSnapshot>;
+pub use crate::snapshot::Snapshots;
 
-/// The largest message a controller sends or its clients accept: a metadata snapshot
-/// carries every tenant's brokers, topics, ACL bindings and quotas (binding names are
-/// length-limited by `skein-auth`, so that this holds many thousands of them).
-pub const MAX_CONTROLLER_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// The largest message a controller sends or its clients accept. Metadata snapshots travel
+/// in chunks of about [`crate::snapshot::CHUNK_BYTES`], so this bounds one chunk, not the
+/// cluster's metadata.
+pub const MAX_CONTROLLER_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// The largest request the controller accepts (requests name one topic or binding).
 pub const MAX_CONTROLLER_REQUEST_BYTES: usize = 1024 * 1024;
 
@@ -147,9 +146,11 @@ impl ControllerReplicas {
 
     /// The stream of metadata snapshots, from whichever replica answers.
     pub async fn watch(&self) -> Result<Snapshots, tonic::Status> {
-        self.call(pb::WatchMetadataRequest {}, |mut c, r| async move {
-            c.watch_metadata(r).await
-        })
-        .await
+        let chunks = self
+            .call(pb::WatchMetadataRequest {}, |mut c, r| async move {
+                c.watch_metadata(r).await
+            })
+            .await?;
+        Ok(Snapshots::new(chunks))
     }
 }

@@ -21,6 +21,7 @@ use crate::credentials::{self, ControllerCaller, CredentialVerifier, Role};
 use crate::topic_ops::{TopicOpError, TopicOps};
 use skein_proto::controller as pb;
 use skein_proto::controller::controller_server::Controller;
+use skein_proto::snapshot::CHUNK_BYTES;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
@@ -222,6 +223,7 @@ impl ControllerService {
             acls,
             quotas,
             api_keys,
+            more: false,
         }))
     }
 }
@@ -617,8 +619,10 @@ impl Controller for ControllerService {
                             version,
                             ..snapshot.clone()
                         };
-                        if tx.send(Ok(sent)).await.is_err() {
-                            return; // the watcher went away
+                        for chunk in skein_proto::snapshot::into_chunks(sent, CHUNK_BYTES) {
+                            if tx.send(Ok(chunk)).await.is_err() {
+                                return; // the watcher went away
+                            }
                         }
                         last = Some(snapshot);
                     }

@@ -540,3 +540,78 @@ async fn callers_are_authenticated_and_held_to_their_role_and_tenants() {
     assert!(snapshot.api_keys.contains(&key.id));
     replica.kill();
 }
+
+/// A cluster's metadata may outgrow any one gRPC message: thousands of ACL bindings with
+/// names at their length limit make a snapshot of several times tonic's 4 MiB, which used to
+/// break every watcher. The controller sends it in chunks and a watcher assembles it whole,
+/// and later snapshots keep coming.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_larger_than_a_grpc_message_reaches_watchers_whole() {
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("controller_large").unwrap();
+    Catalog::open(&url)
+        .await
+        .unwrap()
+        .create_tenant("acme")
+        .await
+        .unwrap();
+    let replica = Replica::start(&url, "cp-1", Duration::from_secs(5)).await;
+    let admin = replica.client().await;
+    let acl = |i: usize| pb::CreateAclRequest {
+        acl: Some(pb::Acl {
+            tenant: "acme".to_owned(),
+            principal: format!("User:{i:0>200}"),
+            host: "*".to_owned(),
+            resource_type: "TOPIC".to_owned(),
+            resource_name: format!("{i:0>width$}", width = skein_auth::MAX_RESOURCE_NAME_BYTES),
+            pattern_type: "LITERAL".to_owned(),
+            operation: "READ".to_owned(),
+            permission: "ALLOW".to_owned(),
+        }),
+    };
+    const BINDINGS: usize = 7_000;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while admin.clone().create_acl(acl(0)).await.is_err() {
+        assert!(Instant::now() < deadline, "the replica never became active");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut writers = tokio::task::JoinSet::new();
+    for writer in 0..16 {
+        let mut admin = admin.clone();
+        writers.spawn(async move {
+            for i in (1..BINDINGS).filter(|i| i % 16 == writer) {
+                admin.create_acl(acl(i)).await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.unwrap();
+    }
+
+    let watcher = skein_proto::replicas::ControllerReplicas::connect_lazy(
+        std::slice::from_ref(&replica.addr),
+        credential(SECRET, Role::Gateway, &[], false),
+    )
+    .unwrap();
+    let mut snapshots = watcher.watch().await.unwrap();
+    let snapshot = tokio::time::timeout(Duration::from_secs(30), snapshots.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(snapshot.acls.len(), BINDINGS);
+    let size = prost::Message::encoded_len(&snapshot);
+    assert!(
+        size > 2 * skein_proto::replicas::MAX_CONTROLLER_MESSAGE_BYTES,
+        "the snapshot is only {size} bytes"
+    );
+
+    admin.clone().create_acl(acl(BINDINGS)).await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(30), snapshots.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.acls.len(), BINDINGS + 1);
+    assert!(next.version > snapshot.version);
+}
