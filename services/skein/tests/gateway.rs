@@ -2200,3 +2200,193 @@ fn long_streams_end_when_their_key_is_revoked_or_their_acl_removed() {
     let admin = token("acme", "streamer", json!({}));
     assert_eq!(high_watermark(&cluster, &admin, "live", 0), 2);
 }
+
+/// The gateway's RSS in bytes, from `/proc`.
+fn rss_bytes(process: &Process) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", process.child.id())).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// A ProduceStream sending `count` records of `LARGE_BYTES` to `uploads`, counting in `sent`
+/// each message the stream took; it reads no report until the caller does.
+async fn large_produce_stream(
+    address: &str,
+    token: &str,
+    count: usize,
+    sent: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> tonic::Streaming<skein_proto::gateway::ProduceReport> {
+    use skein_proto::gateway as pb;
+    let mut client = grpc::client(address).await;
+    let (requests, receiver) = tokio::sync::mpsc::channel::<pb::ProduceStreamRequest>(1);
+    tokio::spawn(async move {
+        for sequence in 0..count {
+            let request = pb::ProduceStreamRequest {
+                topic: "uploads".to_owned(),
+                sequence: sequence as u64,
+                record: Some(pb::Record {
+                    value: Some(vec![b'x'; LARGE_BYTES]),
+                    ..Default::default()
+                }),
+            };
+            if requests.send(request).await.is_err() {
+                return;
+            }
+            sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    client
+        .produce_stream(grpc::authorized(
+            tokio_stream::wrappers::ReceiverStream::new(receiver),
+            token,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+const LARGE_BYTES: usize = 3_500_000;
+
+/// Waits until `sent` has not moved for a second.
+async fn until_held_back(sent: &std::sync::atomic::AtomicUsize) {
+    let mut last = usize::MAX;
+    loop {
+        let now = sent.load(std::sync::atomic::Ordering::Relaxed);
+        if now == last {
+            return;
+        }
+        last = now;
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+/// While the gateway's writes to a tenant's broker cannot complete (the broker is stopped
+/// with SIGSTOP), clients keep sending ProduceStream messages of 3.5 MiB. The gateway reads
+/// ahead no more than its budgets (16 MiB a stream, a 32 MiB total for this gateway), counted
+/// as each message arrives and before anything else (its ACL check included) is done with
+/// it: the senders are held back, the gateway's memory stays near where it was, and another
+/// tenant is served meanwhile; once the broker runs again, the streams go on. Without the
+/// byte budgets each stream read up to 1024 such messages (3.5 GiB) ahead.
+#[test]
+fn produce_streams_hold_the_gateway_to_its_read_ahead_budget() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const STREAMS: usize = 4;
+    const LARGE: usize = 24;
+    const GATEWAY_BUDGET: usize = 32 * 1024 * 1024;
+
+    let mut cluster = Cluster::start(&["acme", "globex"], 0);
+    let public = format!("RS256:{}:rsa-1", key("rsa.pub.pem"));
+    let (process, rest, grpc_address) = gateway(
+        &cluster.controller,
+        &[
+            "--jwt-public-key",
+            &public,
+            "--jwt-audience",
+            "skein",
+            "--client-state-key-file",
+            &client_state_key(),
+            "--stream-read-ahead-bytes",
+            &(16 * 1024 * 1024).to_string(),
+            "--read-ahead-bytes",
+            &GATEWAY_BUDGET.to_string(),
+        ],
+    );
+    cluster.gateway_processes.push(process);
+    cluster.gateways.push(rest);
+    cluster.grpc.push(grpc_address.clone());
+    let created = cluster.admin(
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"uploads","partitions_count":1,"configs":{"max.message.bytes":"4194304"}}"#,
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    cluster.allow("acme", "uploader", "TOPIC", "uploads", "ALL");
+    cluster.topic("globex", "orders", 1);
+    cluster.allow("globex", "bob", "TOPIC", "orders", "ALL");
+    let uploader = token("acme", "uploader", json!({}));
+    let bob = token("globex", "bob", json!({}));
+    cluster.wait_for_topic(&uploader, "uploads");
+    cluster.wait_for_topic(&bob, "orders");
+    // The gateway has a connection to acme's broker before the broker stops.
+    assert_eq!(high_watermark(&cluster, &uploader, "uploads", 0), 0);
+
+    let acme_broker = cluster._processes[1].child.id().to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill")
+            .args([name, &acme_broker])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let before = rss_bytes(&cluster.gateway_processes[0]);
+    signal("-STOP");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let sent: Vec<Arc<AtomicUsize>> = (0..STREAMS).map(|_| Arc::default()).collect();
+    let mut peak = before;
+    let streams = runtime.block_on(async {
+        let mut streams = Vec::new();
+        for counter in &sent {
+            streams.push(
+                large_produce_stream(&grpc_address, &uploader, LARGE, Arc::clone(counter)).await,
+            );
+        }
+        for counter in &sent {
+            until_held_back(counter).await;
+        }
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            peak = peak.max(rss_bytes(&cluster.gateway_processes[0]));
+        }
+        streams
+    });
+
+    // Meanwhile another tenant writes and reads as usual.
+    let written = cluster.call(
+        0,
+        "POST",
+        "/v1/topics/orders/records",
+        &bob,
+        &json!({"records": [{"value": "still served"}]}).to_string(),
+    );
+    assert_eq!(written.status, 200, "{}", written.body);
+    assert_eq!(high_watermark(&cluster, &bob, "orders", 0), 1);
+
+    let sent: Vec<usize> = sent.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    let total: usize = sent.iter().sum();
+    // What the gateway holds (32 MiB: 9 messages) plus, per stream, what is in flight
+    // between the client's channel and encoder, the HTTP/2 window, and the gateway's decoder
+    // and the message waiting for budget.
+    assert!(
+        total <= GATEWAY_BUDGET / LARGE_BYTES + 5 * STREAMS,
+        "the senders got {sent:?} messages of {LARGE} each past the gateway"
+    );
+    let growth = peak.saturating_sub(before);
+    assert!(
+        growth < 200 * 1024 * 1024,
+        "the gateway grew by {} MiB while {} MiB were pushed at it",
+        growth >> 20,
+        (STREAMS * LARGE * LARGE_BYTES) >> 20
+    );
+
+    // Once the broker runs again, what was held back is written.
+    signal("-CONT");
+    runtime.block_on(async {
+        for mut reports in streams {
+            let report = tokio::time::timeout(Duration::from_secs(60), reports.message())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let result = report.result.unwrap();
+            assert_eq!(result.code, 0, "{result:?}");
+        }
+    });
+    assert!(high_watermark(&cluster, &uploader, "uploads", 0) >= STREAMS as i64);
+}

@@ -81,12 +81,22 @@ impl Dev {
 
     /// Like [`Dev::start`], with the process's log (stderr) written to `log`.
     pub fn start_logging(data: &std::path::Path, log: Option<&std::path::Path>) -> Self {
+        Self::start_with(data, log, &[])
+    }
+
+    /// Like [`Dev::start_logging`], with more arguments for `skein dev`.
+    pub fn start_with(
+        data: &std::path::Path,
+        log: Option<&std::path::Path>,
+        args: &[&str],
+    ) -> Self {
         let stderr = match log {
             Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
             None => Stdio::null(),
         };
         let mut child = Killed(
             command(data)
+                .args(args)
                 .stdout(Stdio::piped())
                 .stderr(stderr)
                 .spawn()

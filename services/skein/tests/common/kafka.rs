@@ -81,13 +81,22 @@ impl RawKafka {
 
     /// The partition's latest offset (its high watermark).
     pub fn latest_offset(&mut self, topic: &str, partition: i32) -> i64 {
+        self.list_offset(topic, partition, -1)
+    }
+
+    /// The partition's earliest offset (its log start).
+    pub fn earliest_offset(&mut self, topic: &str, partition: i32) -> i64 {
+        self.list_offset(topic, partition, -2)
+    }
+
+    fn list_offset(&mut self, topic: &str, partition: i32, timestamp: i64) -> i64 {
         let request = ListOffsetsRequest::default()
             .with_replica_id(kafka_protocol::messages::BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()
                 .with_name(name(topic))
                 .with_partitions(vec![ListOffsetsPartition::default()
                     .with_partition_index(partition)
-                    .with_timestamp(-1)])]);
+                    .with_timestamp(timestamp)])]);
         let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 5, &request);
         let answer = &response.topics[0].partitions[0];
         assert_eq!(answer.error_code, 0, "ListOffsets of {topic}-{partition}");
