@@ -262,6 +262,34 @@ fn bench_log_runs_end_to_end_and_reports_ratios() {
 }
 
 #[test]
+fn bench_records_checks_every_batch_shape_against_its_references() {
+    let out = Command::new(SKEIN)
+        .args(["bench", "records", "--mib", "1", "--rounds", "1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for shape in ["1 KiB, none", "100 B, none", "lz4", "zstd", "gzip"] {
+        let line = text
+            .lines()
+            .find(|l| l.contains(shape))
+            .unwrap_or_else(|| panic!("missing {shape}: {text}"));
+        // Seven figures after the name, each a positive number.
+        let figures: Vec<f64> = line
+            .split_whitespace()
+            .rev()
+            .take(7)
+            .map(|f| f.parse().unwrap())
+            .collect();
+        assert!(figures.iter().all(|f| *f > 0.0), "{line}");
+    }
+}
+
+#[test]
 fn dev_takes_broker_and_topic_defaults_from_its_config_file() {
     let data = tempfile::tempdir().unwrap();
     let config = data.path().join("skein.toml");
