@@ -2388,5 +2388,17 @@ fn produce_streams_hold_the_gateway_to_its_read_ahead_budget() {
             assert_eq!(result.code, 0, "{result:?}");
         }
     });
-    assert!(high_watermark(&cluster, &uploader, "uploads", 0) >= STREAMS as i64);
+    // The broker's session lapsed while it was stopped: the gateway routes to it again once
+    // its next heartbeat is in the metadata.
+    wait_for(|| {
+        let read = cluster.call(
+            0,
+            "GET",
+            "/v1/topics/uploads/partitions/0/records?offset=latest",
+            &uploader,
+            "",
+        );
+        (read.status == 200 && read.json()["high_watermark"].as_i64() >= Some(STREAMS as i64))
+            .then_some(())
+    });
 }
