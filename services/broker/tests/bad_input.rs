@@ -213,7 +213,7 @@ mod produce_errors {
         // Nothing of the refused batches was written; a good one lands at offset 0.
         assert_eq!(produce(&broker, "strict", batch(10)), 0);
         let log = b
-            .logs
+            .logs()
             .get(&skein_log::TopicPartition::new("strict", 0))
             .unwrap();
         assert_eq!(log.read().log_end_offset(), 1);

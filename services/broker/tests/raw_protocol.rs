@@ -273,8 +273,8 @@ fn a_partition_from_before_topic_ids_is_adopted_at_start_with_its_topic_settings
     });
     let b = broker.broker.clone().unwrap();
     let tp = skein_log::TopicPartition::new("sessions", 0);
-    assert_eq!(b.logs.topic_id(&tp), Some(info.id));
-    let log = b.logs.get(&tp).unwrap();
+    assert_eq!(b.logs().topic_id(&tp), Some(info.id));
+    let log = b.logs().get(&tp).unwrap();
     assert_eq!(log.read().log_end_offset(), 1);
     assert_eq!(log.read().config().retention_ms, 1234);
     drop((log, b));

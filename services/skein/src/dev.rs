@@ -122,7 +122,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         .with_context(|| format!("failed to open {}", args.listener.data_dir.display()))?;
     let heartbeats = link.spawn_heartbeats(Duration::from_secs(1));
     let follower = broker.follow_controller(link, snapshots);
-    let reports = broker.logs.recovery_reports();
+    let reports = broker.logs().recovery_reports();
     let recovered = reports.iter().filter(|(_, r)| !r.clean_shutdown).count();
     println!(
         "log engine: {} partition(s) opened, {} recovered after an unclean shutdown",

@@ -71,7 +71,7 @@ pub(crate) async fn maintain_until_signal(
             _ = terminate.recv() => break,
             _ = ticks.tick() => {
                 let b = Arc::clone(broker);
-                let report = tokio::task::spawn_blocking(move || b.logs.maintain()).await?;
+                let report = tokio::task::spawn_blocking(move || b.logs().maintain()).await?;
                 if report.retention.segments_deleted > 0
                     || report.compaction.segments_rewritten > 0
                     || !report.failed.is_empty()

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::log_error_code;
+use super::partition_error_code;
 use crate::topics::TopicError;
 use crate::Broker;
 
@@ -118,7 +118,7 @@ async fn create_topic(
                 .map(|v| (c.name.as_str().to_owned(), v.as_str().to_owned()))
         })
         .collect();
-    if let Err(e) = skein_log::topic_config::settings(&broker.defaults(), &overrides) {
+    if let Err(e) = skein_log::topic_config::settings(&broker.replicas.defaults(), &overrides) {
         return refuse(ResponseError::InvalidConfig, e.to_string());
     }
     if validate_only {
@@ -206,7 +206,7 @@ async fn delete_topic(broker: &Broker, name: Option<String>, version: i16) -> De
         .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
     match broker.topics.delete(&name).await {
         Ok(info) => {
-            broker.drop_partitions(&info);
+            broker.replicas.drop_partitions(&info);
             if version >= 6 {
                 result.with_topic_id(info.id)
             } else {
@@ -295,23 +295,13 @@ pub(crate) fn delete_records(
                     let result = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
-                    let Some(log) = broker.partition_log(&name, p.partition_index) else {
-                        return result
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
-                    };
-                    let mut log = log.write();
-                    // -1 means "up to the high watermark".
-                    let target = if p.offset == -1 {
-                        log.log_end_offset() as i64
-                    } else {
-                        p.offset
-                    };
-                    if target < 0 {
-                        return result.with_error_code(ResponseError::OffsetOutOfRange.code());
-                    }
-                    match log.advance_log_start(target as u64) {
-                        Ok(_) => result.with_low_watermark(log.log_start_offset() as i64),
-                        Err(e) => result.with_error_code(log_error_code(&e)),
+                    let deleted = broker
+                        .replicas
+                        .partition(&name, p.partition_index)
+                        .and_then(|partition| partition.delete_records(p.offset));
+                    match deleted {
+                        Ok(low_watermark) => result.with_low_watermark(low_watermark),
+                        Err(e) => result.with_error_code(partition_error_code(&e)),
                     }
                 })
                 .collect();

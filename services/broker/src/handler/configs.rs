@@ -69,7 +69,7 @@ pub(crate) fn describe(
             match resource.resource_type {
                 TOPIC => match broker.topics.get(resource.resource_name.as_str()) {
                     Some(info) => result.with_configs(entries(
-                        &broker.settings(&info),
+                        &broker.replicas.settings(&info),
                         &info.configs,
                         resource.configuration_keys.as_ref(),
                         DYNAMIC_TOPIC_CONFIG,
@@ -79,7 +79,7 @@ pub(crate) fn describe(
                         .with_error_message(Some(s("unknown topic"))),
                 },
                 BROKER => {
-                    let defaults = broker.defaults();
+                    let defaults = broker.replicas.defaults();
                     result.with_configs(entries(
                         &defaults,
                         &BTreeMap::new(),
@@ -160,7 +160,7 @@ async fn alter_one(
                     }
                 }
     }
-    if let Err(e) = topic_config::settings(&broker.defaults(), &overrides) {
+    if let Err(e) = topic_config::settings(&broker.replicas.defaults(), &overrides) {
         return refuse(ResponseError::InvalidConfig, e.to_string());
     }
     if validate_only {
@@ -168,7 +168,7 @@ async fn alter_one(
     }
     match broker.topics.set_configs(&info.name, overrides).await {
         Ok(updated) => {
-            broker.apply_settings(&updated);
+            broker.replicas.apply_settings(&updated);
             response
         }
         Err(e) => refuse(ResponseError::KafkaStorageError, e.to_string()),

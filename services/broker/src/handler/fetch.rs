@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -17,8 +16,9 @@ use kafka_protocol::ResponseError;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::log_error_code;
+use super::partition_error_code;
 use crate::fetch_session::{FetchTarget, SessionOutcome};
+use crate::replica::{PartitionError, ReadLimit};
 use crate::Broker;
 
 const FINAL_EPOCH: i32 = -1;
@@ -87,7 +87,7 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
     let max_bytes = (request.max_bytes.max(0) as u64).min(broker.config.fetch_max_bytes);
     loop {
         // Register for the wake-up before reading, so an append in between is not missed.
-        let appended = broker.appended.notified();
+        let appended = broker.replicas.appended();
         let (partitions, bytes) = read_once(broker, &targets, max_bytes, version);
         let done = bytes >= request.min_bytes.max(0) as u64 || Instant::now() >= deadline;
         if done || tokio::time::timeout_at(deadline, appended).await.is_err() {
@@ -176,46 +176,39 @@ fn read_once(
             if t.topic.is_empty() && version >= 13 {
                 return answer.with_error_code(ResponseError::UnknownTopicId.code());
             }
-            let Some(log) = broker.partition_log(&t.topic, t.partition) else {
-                return answer.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+            let partition = match broker.replicas.partition(&t.topic, t.partition) {
+                Ok(partition) => partition,
+                Err(e) => return answer.with_error_code(partition_error_code(&e)),
             };
-            let log = log.read();
-            let end = log.log_end_offset() as i64;
-            let mut answer = answer.with_high_watermark(end).with_last_stable_offset(end);
-            if version >= 5 {
-                answer = answer.with_log_start_offset(log.log_start_offset() as i64);
-            }
-            if t.fetch_offset < 0 {
-                return answer.with_error_code(ResponseError::OffsetOutOfRange.code());
-            }
             let limit = (t.max_bytes.max(0) as u64).min(budget);
-            if limit == 0 && !first {
-                return answer;
+            let limit = match (limit, first) {
+                (0, false) => ReadLimit::Nothing,
+                (limit, false) => ReadLimit::Within(limit),
+                // The first partition may exceed the budget by one batch, as in Kafka, so a
+                // large batch never blocks a consumer; others must fit.
+                (limit, true) => ReadLimit::AtLeastOneBatch(limit),
+            };
+            let fetched = partition.read(t.fetch_offset, limit);
+            let mut answer = answer
+                .with_high_watermark(fetched.high_watermark)
+                .with_last_stable_offset(fetched.high_watermark);
+            if version >= 5 {
+                answer = answer.with_log_start_offset(fetched.log_start_offset);
             }
-            match log.read(t.fetch_offset as u64, limit, None) {
-                Ok(slice) => {
-                    let Some(region) = slice.region else {
-                        return answer;
-                    };
-                    // The first partition may exceed the budget by one batch, as in Kafka, so
-                    // a large batch never blocks a consumer; others must fit.
-                    if !first && region.len() > limit {
-                        return answer;
-                    }
-                    match region.read_to_vec() {
-                        Ok(bytes) => {
-                            first = false;
-                            budget = budget.saturating_sub(bytes.len() as u64);
-                            total += bytes.len() as u64;
-                            answer.with_records(Some(Bytes::from(bytes)))
-                        }
-                        Err(e) => {
-                            tracing::warn!(topic = %t.topic, partition = t.partition, error = %e, "fetch read failed");
-                            answer.with_error_code(ResponseError::KafkaStorageError.code())
-                        }
-                    }
+            match fetched.records {
+                Ok(None) => answer,
+                Ok(Some(bytes)) => {
+                    first = false;
+                    budget = budget.saturating_sub(bytes.len() as u64);
+                    total += bytes.len() as u64;
+                    answer.with_records(Some(bytes))
                 }
-                Err(e) => answer.with_error_code(log_error_code(&e)),
+                Err(e) => {
+                    if let PartitionError::Read(error) = &e {
+                        tracing::warn!(topic = %t.topic, partition = t.partition, %error, "fetch read failed");
+                    }
+                    answer.with_error_code(partition_error_code(&e))
+                }
             }
         })
         .collect();

@@ -7,9 +7,9 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-use kafka_protocol::ResponseError;
 
-use super::log_error_code;
+use super::partition_error_code;
+use crate::replica::OffsetSpec;
 use crate::Broker;
 
 const LATEST: i64 = -1;
@@ -39,21 +39,24 @@ pub(crate) fn handle(
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
-                    let Some(log) = broker.partition_log(&name, p.partition_index) else {
-                        return answer
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let partition = match broker.replicas.partition(&name, p.partition_index) {
+                        Ok(partition) => partition,
+                        Err(e) => return answer.with_error_code(partition_error_code(&e)),
                     };
-                    let log = log.read();
-                    match p.timestamp {
-                        LATEST => answer
-                            .with_offset(log.log_end_offset() as i64)
+                    let spec = match p.timestamp {
+                        LATEST => OffsetSpec::Latest,
+                        EARLIEST | EARLIEST_LOCAL => OffsetSpec::Earliest,
+                        LATEST_TIERED => return answer,
+                        MAX_TIMESTAMP => OffsetSpec::MaxTimestamp,
+                        ts => OffsetSpec::Timestamp(ts),
+                    };
+                    match partition.offset(spec) {
+                        Ok(Some((offset, timestamp))) => answer
+                            .with_offset(offset)
+                            .with_timestamp(timestamp)
                             .with_leader_epoch(epoch),
-                        EARLIEST | EARLIEST_LOCAL => answer
-                            .with_offset(log.log_start_offset() as i64)
-                            .with_leader_epoch(epoch),
-                        LATEST_TIERED => answer,
-                        MAX_TIMESTAMP => found(answer, log.max_timestamp_offset(), epoch),
-                        ts => found(answer, log.offset_for_timestamp(ts), epoch),
+                        Ok(None) => answer,
+                        Err(e) => answer.with_error_code(partition_error_code(&e)),
                     }
                 })
                 .collect();
@@ -63,20 +66,4 @@ pub(crate) fn handle(
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
-}
-
-/// The answer for a lookup that found (offset, timestamp), found nothing, or failed.
-fn found(
-    answer: ListOffsetsPartitionResponse,
-    lookup: Result<Option<(u64, i64)>, skein_log::LogError>,
-    epoch: i32,
-) -> ListOffsetsPartitionResponse {
-    match lookup {
-        Ok(Some((offset, timestamp))) => answer
-            .with_offset(offset as i64)
-            .with_timestamp(timestamp)
-            .with_leader_epoch(epoch),
-        Ok(None) => answer,
-        Err(e) => answer.with_error_code(log_error_code(&e)),
-    }
 }

@@ -14,6 +14,22 @@ pub(crate) mod produce;
 use kafka_protocol::ResponseError;
 use skein_log::LogError;
 
+use crate::replica::PartitionError;
+
+/// The Kafka error code for a failed partition operation, decided once here.
+pub(crate) fn partition_error_code(err: &PartitionError) -> i16 {
+    match err {
+        PartitionError::UnknownTopicOrPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition.code()
+        }
+        PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas.code(),
+        PartitionError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
+        PartitionError::Producer(error) => error.code(),
+        PartitionError::Log(e) => log_error_code(e),
+        PartitionError::Read(_) => ResponseError::KafkaStorageError.code(),
+    }
+}
+
 /// The Kafka error code for a log failure, decided once here.
 pub(crate) fn log_error_code(err: &LogError) -> i16 {
     let error = match err {

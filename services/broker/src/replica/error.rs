@@ -1,0 +1,26 @@
+//! Why a partition operation failed, as a type; `handler::partition_error_code` maps it to
+//! Kafka's error codes, once.
+
+use kafka_protocol::ResponseError;
+use skein_log::LogError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionError {
+    /// The topic is not known, or has no partition of that index.
+    #[error("no partition {partition} of topic {topic:?} here")]
+    UnknownTopicOrPartition { topic: String, partition: i32 },
+    /// `acks=all` asked for more in-sync replicas than the partition has.
+    #[error("{required} in-sync replicas required, {in_sync} in sync")]
+    NotEnoughReplicas { required: i32, in_sync: i32 },
+    /// A read or offset lookup below the log start or past the high watermark.
+    #[error("offset {offset} is out of range")]
+    OffsetOutOfRange { offset: i64 },
+    /// An idempotent producer's batch out of sequence, or of a fenced epoch.
+    #[error("idempotent producer batch refused: {0:?}")]
+    Producer(ResponseError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The partition's files could not be read into a response.
+    #[error("reading the partition's files: {0}")]
+    Read(std::io::Error),
+}

@@ -1,0 +1,228 @@
+//! The partitions this broker hosts. [`ReplicaManager`] owns their logs and their idempotent
+//! producers' state; a handler gets a [`Partition`] from [`ReplicaManager::partition`] and
+//! calls its operations (append, read, offsets, delete records), never a log itself.
+//!
+//! Today a partition has one replica: this broker leads it, it is its own ISR, and its high
+//! watermark is its log end offset.
+//!
+//! **Invariant:** a partition is served only from a log whose directory names its topic's
+//! current id. One of another id (a deleted topic of the same name) is deleted and an empty
+//! log made in its place; one from before topic ids is adopted by the topic of its name.
+//! Opening, creating and deleting logs for a topic id happen under one lock, with the topic
+//! read again from the registry under it, so a request holding a topic that was replaced
+//! meanwhile cannot delete the new topic's log to make room for the old one.
+
+mod error;
+mod partition;
+
+use std::sync::Arc;
+
+pub use error::PartitionError;
+pub(crate) use partition::{OffsetSpec, Partition, ReadLimit};
+use skein_log::topic_config::{self, TopicSettings};
+use skein_log::{LogError, LogManager, LogManagerConfig, SystemClock, TopicPartition};
+use tokio::sync::Notify;
+
+use crate::producer::ProducerStates;
+use crate::{BrokerConfig, TopicInfo, TopicRegistry};
+
+#[derive(Debug)]
+pub struct ReplicaManager {
+    logs: LogManager,
+    topics: Arc<TopicRegistry>,
+    defaults: TopicSettings,
+    producers: ProducerStates,
+    /// Woken on every append, so waiting fetches read again.
+    appended: Notify,
+    /// Held while a partition log is opened, created or deleted for a topic id.
+    log_identity: parking_lot::Mutex<()>,
+}
+
+impl ReplicaManager {
+    /// Opens the logs under `<data>/logs` and settles which topic each belongs to.
+    pub(crate) fn open(
+        config: &BrokerConfig,
+        topics: Arc<TopicRegistry>,
+    ) -> Result<Self, LogError> {
+        let logs = LogManager::open(
+            config.data_dir.join("logs"),
+            LogManagerConfig {
+                default_log: config.log.clone(),
+                ..LogManagerConfig::default()
+            },
+            Arc::new(SystemClock),
+        )?;
+        let manager = Self {
+            logs,
+            topics,
+            defaults: TopicSettings {
+                log: config.log.clone(),
+                min_insync_replicas: config.default_min_insync_replicas,
+            },
+            producers: ProducerStates::default(),
+            appended: Notify::new(),
+            log_identity: parking_lot::Mutex::new(()),
+        };
+        manager.settle_partitions();
+        // Logs were opened with the broker defaults; give each its topic's settings.
+        for info in manager.topics.list() {
+            manager.apply_settings(&info);
+        }
+        Ok(manager)
+    }
+
+    /// The log engine underneath, for maintenance, recovery reports and the internal topics.
+    pub fn logs(&self) -> &LogManager {
+        &self.logs
+    }
+
+    /// Closes every log cleanly.
+    pub(crate) fn close(self) -> Result<(), LogError> {
+        self.logs.close()
+    }
+
+    /// A partition of a known topic, its log opened (or created) with the topic's settings.
+    pub(crate) fn partition(
+        &self,
+        topic: &str,
+        index: i32,
+    ) -> Result<Partition<'_>, PartitionError> {
+        let unknown = || PartitionError::UnknownTopicOrPartition {
+            topic: topic.to_owned(),
+            partition: index,
+        };
+        let info = self.topics.get(topic).ok_or_else(unknown)?;
+        if index < 0 || index >= info.partitions {
+            return Err(unknown());
+        }
+        let tp = TopicPartition::new(topic, index);
+        let log = match self.logs.get_for(&tp, info.id) {
+            Some(log) => log,
+            None => self.open_partition_log(&tp).ok_or_else(unknown)?,
+        };
+        Ok(Partition {
+            manager: self,
+            tp,
+            info,
+            log,
+        })
+    }
+
+    /// A future that completes at the next append to any partition; create it before reading,
+    /// so an append in between is not missed.
+    pub(crate) fn appended(&self) -> tokio::sync::futures::Notified<'_> {
+        self.appended.notified()
+    }
+
+    /// Opens (or creates, or replaces) the log of `tp` for the topic the registry names now.
+    fn open_partition_log(&self, tp: &TopicPartition) -> Option<skein_log::SharedLog> {
+        let _turn = self.log_identity.lock();
+        let info = self.topics.get(&tp.topic)?;
+        if tp.partition >= info.partitions {
+            return None;
+        }
+        let adopting = self.logs.get(tp).is_some() && self.logs.topic_id(tp).is_none();
+        if !adopting && self.logs.topic_id(tp) != Some(info.id) {
+            // A new log, or one replacing a deleted topic's: no producer state carries over.
+            self.producers.forget(tp);
+        }
+        match self
+            .logs
+            .get_or_create_for(tp, info.id, Some(self.settings(&info).log))
+        {
+            Ok(log) => Some(log),
+            Err(e) => {
+                tracing::warn!(partition = %tp, error = %e, "failed to open partition log");
+                None
+            }
+        }
+    }
+
+    /// Settles, at start, which topic each partition found on disk belongs to: one whose
+    /// directory names another id than the topic of its name is deleted now (that topic was
+    /// deleted, and its name reused, while this broker was down; left alone it would never
+    /// be served either, this frees the space), and one from before topic ids is adopted by
+    /// the topic of its name.
+    fn settle_partitions(&self) {
+        let _turn = self.log_identity.lock();
+        for tp in self.logs.partitions() {
+            let Some(info) = self.topics.get(&tp.topic) else {
+                continue;
+            };
+            match self.logs.topic_id(&tp) {
+                Some(stored) if stored == info.id => {}
+                Some(stored) => {
+                    tracing::info!(partition = %tp, stale = %stored, current = %info.id,
+                        "deleting a partition of a deleted topic of the same name");
+                    self.producers.forget(&tp);
+                    if let Err(e) = self.logs.delete_for(&tp, stored) {
+                        tracing::warn!(partition = %tp, error = %e, "failed to delete partition log");
+                    }
+                }
+                None if tp.partition < info.partitions => {
+                    let config = Some(self.settings(&info).log);
+                    if let Err(e) = self.logs.get_or_create_for(&tp, info.id, config) {
+                        tracing::warn!(partition = %tp, error = %e, "failed to adopt partition log");
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Forgets a deleted topic's partitions: producer state and logs. Only logs of the
+    /// topic's own id go: a newer topic of the same name keeps its partitions.
+    pub(crate) fn drop_partitions(&self, info: &TopicInfo) {
+        let _turn = self.log_identity.lock();
+        for partition in 0..info.partitions {
+            let tp = TopicPartition::new(&info.name, partition);
+            match self.logs.delete_for(&tp, info.id) {
+                Ok(true) => self.producers.forget(&tp),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(topic = %info.name, partition, error = %e, "failed to delete partition log");
+                }
+            }
+        }
+    }
+
+    /// Applies a topic's settings to its open partition logs.
+    pub(crate) fn apply_settings(&self, info: &TopicInfo) {
+        let settings = self.settings(info);
+        for partition in 0..info.partitions {
+            let tp = TopicPartition::new(&info.name, partition);
+            if let Some(log) = self.logs.get_for(&tp, info.id) {
+                if let Err(e) = log.write().set_config(settings.log.clone()) {
+                    tracing::warn!(topic = %info.name, partition, error = %e, "config not applied");
+                }
+            }
+        }
+    }
+
+    /// The effective settings of a topic (broker defaults plus its overrides).
+    pub(crate) fn settings(&self, info: &TopicInfo) -> TopicSettings {
+        topic_config::settings(&self.defaults, &info.configs).unwrap_or_else(|e| {
+            tracing::warn!(topic = %info.name, error = %e, "ignoring stored topic configs");
+            self.defaults.clone()
+        })
+    }
+
+    /// The broker-wide topic defaults.
+    pub(crate) fn defaults(&self) -> TopicSettings {
+        self.defaults.clone()
+    }
+
+    /// A topic's `min.insync.replicas`, read without working out its other settings (the
+    /// produce path asks for it on every acks=all request).
+    pub(crate) fn min_insync_replicas(&self, info: &TopicInfo) -> i32 {
+        info.configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(self.defaults.min_insync_replicas)
+    }
+
+    /// Forgets idempotent producers idle for `expiration_ms`; answers how many.
+    pub(crate) fn expire_producers(&self, expiration_ms: i64) -> usize {
+        self.producers.expire(expiration_ms)
+    }
+}

@@ -1,0 +1,198 @@
+//! One hosted partition and what handlers do with it: append a producer's records, read for a
+//! consumer, look up offsets, delete records. Every operation takes the partition log's lock
+//! itself, for as long as it needs it.
+
+use bytes::{Bytes, BytesMut};
+use skein_log::batch::BatchHeader;
+use skein_log::{LogError, SharedLog, TopicPartition};
+
+use super::{PartitionError, ReplicaManager};
+use crate::producer::Verdict;
+use crate::TopicInfo;
+
+/// A partition of a known topic, with its log open.
+pub(crate) struct Partition<'a> {
+    pub(super) manager: &'a ReplicaManager,
+    pub(super) tp: TopicPartition,
+    pub(super) info: TopicInfo,
+    pub(super) log: SharedLog,
+}
+
+/// A write's outcome: the base offset of the first batch (the original one for a duplicate
+/// from an idempotent producer), the append time when the topic uses `LogAppendTime`, and
+/// the log start offset after the write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Appended {
+    pub base_offset: i64,
+    pub log_append_time: Option<i64>,
+    pub log_start_offset: i64,
+}
+
+/// How much a read may return.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ReadLimit {
+    /// Nothing: only the partition's offsets.
+    Nothing,
+    /// Whole batches within this many bytes, or nothing.
+    Within(u64),
+    /// Whole batches within this many bytes, but at least one batch, however large (the first
+    /// partition of a fetch, so a large batch never blocks a consumer).
+    AtLeastOneBatch(u64),
+}
+
+/// What a read found: the partition's offsets, and records or why there are none.
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: Result<Option<Bytes>, PartitionError>,
+}
+
+/// Which offset a lookup asks for (Kafka's ListOffsets timestamps).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum OffsetSpec {
+    /// The high watermark: where the next record consumers can see will be.
+    Latest,
+    Earliest,
+    /// The offset of the record with the largest timestamp.
+    MaxTimestamp,
+    /// The first offset whose timestamp is at or after this one.
+    Timestamp(i64),
+}
+
+impl Partition<'_> {
+    /// Appends a producer's records (`acks` as the request gives it): in one write when no
+    /// batch comes from an idempotent producer, else batch by batch through the producer's
+    /// sequence check. Waiting fetches are woken.
+    pub(crate) fn append(&self, records: &[u8], acks: i16) -> Result<Appended, PartitionError> {
+        // One replica: acks=all cannot be met when the topic asks for more in sync.
+        let required = self.manager.min_insync_replicas(&self.info);
+        if acks == -1 && required > 1 {
+            return Err(PartitionError::NotEnoughReplicas {
+                required,
+                in_sync: 1,
+            });
+        }
+        let appended = self.append_batches(records)?;
+        self.manager.appended.notify_waiters();
+        Ok(appended)
+    }
+
+    fn append_batches(&self, records: &[u8]) -> Result<Appended, PartitionError> {
+        let mut batches = Vec::new();
+        let mut at = 0usize;
+        while at < records.len() {
+            match BatchHeader::parse(&records[at..]) {
+                Ok(h) if at + h.size() <= records.len() => {
+                    batches.push((at, h));
+                    at += h.size();
+                }
+                // Malformed: let the log refuse it with the precise reason.
+                _ => {
+                    batches.clear();
+                    break;
+                }
+            }
+        }
+        let mut log = self.log.write();
+        if !batches.iter().any(|(_, h)| h.producer_id >= 0) {
+            // The log rewrites offsets in place: one copy out of the request buffer.
+            let mut bytes = BytesMut::from(records);
+            let info = log.append(&mut bytes, 0)?;
+            return Ok(Appended {
+                base_offset: info.first_offset as i64,
+                log_append_time: info.log_append_time,
+                log_start_offset: log.log_start_offset() as i64,
+            });
+        }
+        let state = self.manager.producers.partition(&self.tp);
+        let mut state = state.lock();
+        state.load(&log)?;
+        let mut first = None;
+        let mut log_append_time = None;
+        for (at, header) in batches {
+            match state.check(&header) {
+                Verdict::Append => {
+                    let mut bytes = BytesMut::from(&records[at..at + header.size()]);
+                    let info = log.append(&mut bytes, 0)?;
+                    state.record(&header, info.first_offset as i64);
+                    first.get_or_insert(info.first_offset as i64);
+                    log_append_time = log_append_time.or(info.log_append_time);
+                }
+                Verdict::Duplicate { base_offset } => {
+                    first.get_or_insert(base_offset);
+                }
+                Verdict::Reject(error) => return Err(PartitionError::Producer(error)),
+            }
+        }
+        Ok(Appended {
+            base_offset: first.unwrap_or(-1),
+            log_append_time,
+            log_start_offset: log.log_start_offset() as i64,
+        })
+    }
+
+    /// Reads whole batches from `offset` up to the high watermark, within `limit`.
+    pub(crate) fn read(&self, offset: i64, limit: ReadLimit) -> Fetched {
+        let log = self.log.read();
+        let high_watermark = log.log_end_offset();
+        let mut fetched = Fetched {
+            high_watermark: high_watermark as i64,
+            log_start_offset: log.log_start_offset() as i64,
+            records: Ok(None),
+        };
+        let Ok(from) = u64::try_from(offset) else {
+            fetched.records = Err(PartitionError::OffsetOutOfRange { offset });
+            return fetched;
+        };
+        let (max_bytes, may_exceed) = match limit {
+            ReadLimit::Nothing => return fetched,
+            ReadLimit::Within(n) => (n, false),
+            ReadLimit::AtLeastOneBatch(n) => (n, true),
+        };
+        fetched.records = match log.read(from, max_bytes, Some(high_watermark)) {
+            Ok(slice) => match slice.region {
+                None => Ok(None),
+                Some(region) if !may_exceed && region.len() > max_bytes => Ok(None),
+                Some(region) => region
+                    .read_to_vec()
+                    .map(|bytes| Some(Bytes::from(bytes)))
+                    .map_err(PartitionError::Read),
+            },
+            Err(LogError::OffsetOutOfRange { .. }) => {
+                Err(PartitionError::OffsetOutOfRange { offset })
+            }
+            Err(e) => Err(e.into()),
+        };
+        fetched
+    }
+
+    /// The offset (and the timestamp, for lookups by time) that `spec` names; `None` when no
+    /// record matches.
+    pub(crate) fn offset(&self, spec: OffsetSpec) -> Result<Option<(i64, i64)>, PartitionError> {
+        let log = self.log.read();
+        let found = match spec {
+            OffsetSpec::Latest => Some((log.log_end_offset(), -1)),
+            OffsetSpec::Earliest => Some((log.log_start_offset(), -1)),
+            OffsetSpec::MaxTimestamp => log.max_timestamp_offset()?,
+            OffsetSpec::Timestamp(ts) => log.offset_for_timestamp(ts)?,
+        };
+        Ok(found.map(|(offset, timestamp)| (offset as i64, timestamp)))
+    }
+
+    /// Deletes every record below `before` (-1: below the high watermark) by moving the log
+    /// start; answers the new log start.
+    pub(crate) fn delete_records(&self, before: i64) -> Result<i64, PartitionError> {
+        let mut log = self.log.write();
+        let target = if before == -1 {
+            log.log_end_offset() as i64
+        } else {
+            before
+        };
+        let Ok(target) = u64::try_from(target) else {
+            return Err(PartitionError::OffsetOutOfRange { offset: before });
+        };
+        log.advance_log_start(target)?;
+        Ok(log.log_start_offset() as i64)
+    }
+}
