@@ -5,12 +5,11 @@ use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use skein_broker::{Broker, BrokerConfig};
-use tokio::sync::oneshot;
+use skein_broker::{BrokerConfig, Node, NodeSettings};
 
 use crate::workload::GatewayAccess;
 
@@ -28,9 +27,7 @@ pub trait BrokerUnderTest: std::fmt::Debug {
 #[derive(Debug)]
 pub struct SkeinBroker {
     addr: SocketAddr,
-    broker: Option<Arc<Broker>>,
-    stop: Option<oneshot::Sender<()>>,
-    server: Option<tokio::task::JoinHandle<()>>,
+    node: Option<Node>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -47,16 +44,10 @@ impl SkeinBroker {
         config.advertised_host = "127.0.0.1".to_owned();
         config.advertised_port = addr.port();
         config.group_initial_rebalance_delay_ms = 0;
-        let broker = Broker::open(config)?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = runtime.spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
-            let _ = stopped.await;
-        }));
+        let node = runtime.block_on(Node::start(config, listener, NodeSettings::default()))?;
         Ok(Self {
             addr,
-            broker: Some(broker),
-            stop: Some(stop),
-            server: Some(server),
+            node: Some(node),
             runtime,
         })
     }
@@ -74,14 +65,8 @@ impl BrokerUnderTest for SkeinBroker {
 
 impl Drop for SkeinBroker {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(server) = self.server.take() {
-            let _ = self.runtime.block_on(server);
-        }
-        if let Some(broker) = self.broker.take() {
-            if let Err(e) = broker.shutdown() {
+        if let Some(node) = self.node.take() {
+            if let Err(e) = self.runtime.block_on(node.shutdown()) {
                 eprintln!("skein: shutdown failed: {e}");
             }
         }

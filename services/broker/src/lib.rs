@@ -1,7 +1,8 @@
 //! The Skein broker: Kafka's wire protocol over the log engine.
 //!
 //! Organization, in the order a request travels:
-//! - [`serve`] accepts connections (`listener.rs`); `connection.rs` reads length-prefixed
+//! - [`Node`] runs a broker: its listener (`listener.rs`, which accepts connections) and its
+//!   background tasks (`node.rs`); `connection.rs` reads length-prefixed
 //!   frames (capped at `socket.request.max.bytes`), answers them in order, and closes the
 //!   connection with a logged reason on a frame it cannot parse;
 //! - `dispatch.rs` maps API keys and versions to handlers; the ApiVersions answer is derived
@@ -18,6 +19,7 @@ mod frame;
 mod group;
 mod handler;
 mod listener;
+mod node;
 mod producer;
 mod quota;
 pub mod replica;
@@ -43,7 +45,8 @@ pub fn topic_defaults(
     let effective = topic_config::settings(&base, settings)?;
     Ok((effective.log, effective.min_insync_replicas))
 }
-pub use listener::serve;
+use listener::serve;
+pub use node::{Node, NodeSettings};
 pub use replica::ReplicaManager;
 pub use topics::{TopicInfo, TopicRegistry};
 
@@ -51,7 +54,7 @@ pub use topics::{TopicInfo, TopicRegistry};
 ///
 /// This is for ordering, not for stale data: a topic's logs are told apart from those of any
 /// other topic of the same name by its id (every partition directory names it, and
-/// [`ReplicaManager::partition`] never serves one of another id), so a name reused by a new
+/// `ReplicaManager::partition` never serves one of another id), so a name reused by a new
 /// topic never finds the old records, grace or not. The grace is there because a snapshot
 /// may lack a live topic: one computed before the topic's creation was committed. Deleting
 /// the logs at once would cost that topic its records when the next snapshot brings it back

@@ -188,7 +188,7 @@ mod produce_errors {
     #[test]
     fn a_corrupt_batch_gets_corrupt_message_and_an_oversized_one_message_too_large() {
         let broker = TestBroker::start();
-        let b = broker.broker.as_ref().unwrap();
+        let b = broker.broker();
         let mut configs = BTreeMap::new();
         configs.insert("max.message.bytes".to_owned(), "1000".to_owned());
         broker

@@ -257,7 +257,7 @@ fn a_topic_replaced_while_the_broker_was_down_does_not_serve_the_old_records() {
 fn a_partition_from_before_topic_ids_is_adopted_at_start_with_its_topic_settings() {
     let mut broker = TestBroker::start();
     let info = broker.create_topic("sessions", 1);
-    let b = broker.broker.clone().unwrap();
+    let b = broker.broker();
     let configs = [("retention.ms".to_owned(), "1234".to_owned())].into();
     broker
         .runtime
@@ -271,7 +271,7 @@ fn a_partition_from_before_topic_ids_is_adopted_at_start_with_its_topic_settings
         let partition = data.join("logs").join("sessions-0");
         std::fs::remove_file(partition.join(skein_log::PARTITION_METADATA)).unwrap();
     });
-    let b = broker.broker.clone().unwrap();
+    let b = broker.broker();
     let tp = skein_log::TopicPartition::new("sessions", 0);
     assert_eq!(b.logs().topic_id(&tp), Some(info.id));
     let log = b.logs().get(&tp).unwrap();

@@ -3,12 +3,11 @@
 //! Its Kafka listener serves one tenant's topics, under their plain names; clients act as one
 //! principal (authentication and ACLs on the Kafka path come later).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use skein_broker::controller_link::ControllerLink;
-use skein_broker::Broker;
+use skein_broker::{Node, NodeSettings};
 
 use crate::listener_args::{identity, ListenerArgs};
 use tokio::signal::unix::{signal, SignalKind};
@@ -59,39 +58,28 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
                 args.control_plane.join(", ")
             )
         })?;
-    let (broker, snapshots) = Broker::open_controlled(config, link.clone())
-        .await
-        .with_context(|| format!("failed to open {}", args.listener.data_dir.display()))?;
-    let heartbeats =
-        link.spawn_heartbeats(Duration::from_secs(args.heartbeat_interval_secs.max(1)));
-    let follower = broker.follow_controller(link, snapshots);
+    // Listen before serving: a signal that arrives in between must not kill the process
+    // before the logs are closed.
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
-        let _ = stopped.await;
-    }));
+    let node = Node::start_controlled(
+        config,
+        listener,
+        link,
+        NodeSettings {
+            maintenance_interval: Duration::from_secs(args.listener.maintenance_interval_secs),
+            heartbeat_interval: Duration::from_secs(args.heartbeat_interval_secs.max(1)),
+        },
+    )
+    .await?;
     println!(
         "skein broker: node {} serving tenant {:?} on {address}; controller {}",
-        broker.config.node_id,
+        node.broker().config.node_id,
         args.tenant,
         args.control_plane.join(",")
     );
-    crate::listener_args::maintain_until_signal(
-        &broker,
-        args.listener.maintenance_interval_secs,
-        &mut interrupt,
-        &mut terminate,
-    )
-    .await?;
-    let _ = stop.send(());
-    server.await?;
-    heartbeats.abort();
-    follower.abort();
-    let _ = follower.await;
-    tokio::task::spawn_blocking(move || broker.shutdown())
-        .await?
-        .context("failed to close the logs cleanly")?;
+    crate::listener_args::until_signal(&mut interrupt, &mut terminate).await;
+    node.shutdown().await?;
     println!("closed cleanly");
     Ok(())
 }

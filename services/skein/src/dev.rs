@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use skein_broker::controller_link::ControllerLink;
-use skein_broker::Broker;
+use skein_broker::{Node, NodeSettings};
 use skein_catalog::{Catalog, CatalogError};
 use skein_control_plane::{
     controller_server, credentials, ControllerConfig, ControllerService, CredentialVerifier,
@@ -117,12 +117,17 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     .await
     .context("the broker could not register with the in-process controller")?;
     import_local_topics(&args.listener.data_dir, &controller.topics).await?;
-    let (broker, snapshots) = Broker::open_controlled(config, link.clone())
-        .await
-        .with_context(|| format!("failed to open {}", args.listener.data_dir.display()))?;
-    let heartbeats = link.spawn_heartbeats(Duration::from_secs(1));
-    let follower = broker.follow_controller(link, snapshots);
-    let reports = broker.logs().recovery_reports();
+    let node = Node::start_controlled(
+        config,
+        listener,
+        link,
+        NodeSettings {
+            maintenance_interval: Duration::from_secs(args.listener.maintenance_interval_secs),
+            heartbeat_interval: Duration::from_secs(1),
+        },
+    )
+    .await?;
+    let reports = node.broker().logs().recovery_reports();
     let recovered = reports.iter().filter(|(_, r)| !r.clean_shutdown).count();
     println!(
         "log engine: {} partition(s) opened, {} recovered after an unclean shutdown",
@@ -164,10 +169,6 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     // before the logs are closed.
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
-        let _ = stopped.await;
-    }));
     let gateway = crate::gateway::RunningGateway::start(
         skein_proto::replicas::ControllerReplicas::connect_lazy(
             std::slice::from_ref(&controller.url),
@@ -211,27 +212,14 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         "running retention and compaction every {}s; press Ctrl-C to stop",
         args.listener.maintenance_interval_secs
     );
-    crate::listener_args::maintain_until_signal(
-        &broker,
-        args.listener.maintenance_interval_secs,
-        &mut interrupt,
-        &mut terminate,
-    )
-    .await?;
+    crate::listener_args::until_signal(&mut interrupt, &mut terminate).await;
     println!("shutting down: flushing and closing every log");
-    let _ = stop.send(());
     let _ = admin_stop.send(());
     gateway.stop(std::time::Duration::from_secs(5)).await?;
-    server.await?;
     admin.await?.context("the admin API failed")?;
-    heartbeats.abort();
-    follower.abort();
-    let _ = follower.await;
+    node.shutdown().await?;
     controller.stop().await?;
     catalog.close().await;
-    tokio::task::spawn_blocking(move || broker.shutdown())
-        .await?
-        .context("failed to close the logs cleanly")?;
     println!("closed cleanly");
     Ok(())
 }

@@ -4,12 +4,10 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use skein_broker::controller_link::BrokerIdentity;
-use skein_broker::{Broker, BrokerConfig};
+use skein_broker::BrokerConfig;
 use tokio::net::TcpListener;
 
 #[derive(Debug, clap::Args)]
@@ -56,35 +54,13 @@ pub(crate) fn identity(config: &BrokerConfig, tenant: &str) -> BrokerIdentity {
     }
 }
 
-/// Runs retention and compaction every `interval_secs` until SIGINT or SIGTERM.
-pub(crate) async fn maintain_until_signal(
-    broker: &Arc<Broker>,
-    interval_secs: u64,
+/// Waits for SIGINT or SIGTERM.
+pub(crate) async fn until_signal(
     interrupt: &mut tokio::signal::unix::Signal,
     terminate: &mut tokio::signal::unix::Signal,
-) -> anyhow::Result<()> {
-    let mut ticks = tokio::time::interval(Duration::from_secs(interval_secs.max(1)));
-    ticks.tick().await;
-    loop {
-        tokio::select! {
-            _ = interrupt.recv() => break,
-            _ = terminate.recv() => break,
-            _ = ticks.tick() => {
-                let b = Arc::clone(broker);
-                let report = tokio::task::spawn_blocking(move || b.logs().maintain()).await?;
-                if report.retention.segments_deleted > 0
-                    || report.compaction.segments_rewritten > 0
-                    || !report.failed.is_empty()
-                {
-                    tracing::info!(
-                        deleted_segments = report.retention.segments_deleted,
-                        compacted_segments = report.compaction.segments_rewritten,
-                        failed_partitions = report.failed.len(),
-                        "maintenance"
-                    );
-                }
-            }
-        }
+) {
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
     }
-    Ok(())
 }

@@ -1,17 +1,14 @@
 //! A real broker on an ephemeral port, in the test's own runtime.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use skein_broker::{Broker, BrokerConfig};
+use skein_broker::{BrokerConfig, Node, NodeSettings};
 use skein_client::{Client, ClientConfig};
+use std::net::SocketAddr;
 use tokio::net::TcpListener;
 
 pub struct TestBroker {
     pub addr: SocketAddr,
-    pub broker: Arc<Broker>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    node: Option<Node>,
     _dir: tempfile::TempDir,
 }
 
@@ -30,15 +27,12 @@ impl TestBroker {
         config.max_request_bytes = 16 * 1024 * 1024;
         config.group_initial_rebalance_delay_ms = 0;
         configure(&mut config);
-        let broker = Broker::open(config).unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(skein_broker::serve(listener, Arc::clone(&broker), async {
-            let _ = stopped.await;
-        }));
+        let node = Node::start(config, listener, NodeSettings::default())
+            .await
+            .unwrap();
         Self {
             addr,
-            broker,
-            stop: Some(stop),
+            node: Some(node),
             _dir: dir,
         }
     }
@@ -60,8 +54,7 @@ impl TestBroker {
 
 impl Drop for TestBroker {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        // Stops serving; the test's runtime ends the rest.
+        drop(self.node.take());
     }
 }

@@ -1,5 +1,5 @@
 //! The partitions this broker hosts. [`ReplicaManager`] owns their logs and their idempotent
-//! producers' state; a handler gets a [`Partition`] from [`ReplicaManager::partition`] and
+//! producers' state; a handler gets a `Partition` from `ReplicaManager::partition` and
 //! calls its operations (append, read, offsets, delete records), never a log itself.
 //!
 //! Today a partition has one replica: this broker leads it, it is its own ISR, and its high

@@ -4,15 +4,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use skein_broker::{Broker, BrokerConfig};
+use skein_broker::{Broker, BrokerConfig, Node, NodeSettings};
 use tokio::net::TcpListener;
 
 pub struct TestBroker {
     pub addr: SocketAddr,
     tune: fn(&mut BrokerConfig),
-    pub broker: Option<Arc<Broker>>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: Option<tokio::task::JoinHandle<()>>,
+    node: Option<Node>,
     pub runtime: tokio::runtime::Runtime,
     dir: tempfile::TempDir,
 }
@@ -35,9 +33,7 @@ impl TestBroker {
         let mut this = Self {
             addr,
             tune,
-            broker: None,
-            stop: None,
-            server: None,
+            node: None,
             runtime,
             dir,
         };
@@ -51,29 +47,22 @@ impl TestBroker {
         config.max_request_bytes = 1024 * 1024;
         config.group_initial_rebalance_delay_ms = 0;
         (self.tune)(&mut config);
-        let broker = Broker::open(config).unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let _guard = self.runtime.enter();
-        self.server = Some(self.runtime.spawn(skein_broker::serve(
-            listener,
-            Arc::clone(&broker),
-            async {
-                let _ = stopped.await;
-            },
-        )));
-        self.stop = Some(stop);
-        self.broker = Some(broker);
+        let node = self
+            .runtime
+            .block_on(Node::start(config, listener, NodeSettings::default()))
+            .unwrap();
+        self.node = Some(node);
+    }
+
+    /// The running broker (drop it before a restart: the logs close only once nothing holds
+    /// the broker).
+    pub fn broker(&self) -> Arc<Broker> {
+        Arc::clone(self.node.as_ref().unwrap().broker())
     }
 
     fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(server) = self.server.take() {
-            let _ = self.runtime.block_on(server);
-        }
-        if let Some(broker) = self.broker.take() {
-            broker.shutdown().unwrap();
+        if let Some(node) = self.node.take() {
+            self.runtime.block_on(node.shutdown()).unwrap();
         }
     }
 
@@ -95,7 +84,7 @@ impl TestBroker {
 
     /// Creates a topic directly in the broker's registry.
     pub fn create_topic(&self, name: &str, partitions: i32) -> skein_broker::TopicInfo {
-        let broker = self.broker.as_ref().unwrap();
+        let broker = self.broker();
         self.runtime
             .block_on(broker.topics.create(name, partitions))
             .unwrap()

@@ -1,0 +1,239 @@
+//! A broker's lifecycle. [`Node::start`] opens the broker (recovering its logs), starts every
+//! background task it needs and serves Kafka clients; [`Node::shutdown`] stops accepting,
+//! lets open connections finish their current request, stops the tasks and closes every log
+//! cleanly. `skein dev`, `skein broker`, the benchmark and the tests all start and stop a
+//! broker this way.
+//!
+//! The background tasks: group expiry (lapsed members removed, stalled rebalances completed,
+//! idle groups' offsets and idle producers forgotten), retention and compaction, and on a
+//! controller, heartbeats and following the metadata stream.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::controller_link::ControllerLink;
+use crate::{Broker, BrokerConfig};
+
+/// How often a node does its periodic work.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    /// Between retention and compaction passes.
+    pub maintenance_interval: Duration,
+    /// Between heartbeats to the controller.
+    pub heartbeat_interval: Duration,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        Self {
+            maintenance_interval: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A running broker: its listener and background tasks. Dropped without [`Node::shutdown`],
+/// it stops serving and its tasks end, but the logs are left as after a crash.
+#[derive(Debug)]
+pub struct Node {
+    broker: Arc<Broker>,
+    address: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: JoinHandle<()>,
+    /// Tasks that stop when told (they may be in the middle of blocking work on the logs).
+    stop_tasks: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    /// Tasks that are aborted (they hold no log work across an await).
+    aborted: Vec<AbortOnDrop>,
+}
+
+/// A task aborted when its handle is dropped, so a node dropped without
+/// [`Node::shutdown`] leaves no controller task behind.
+#[derive(Debug)]
+struct AbortOnDrop(Option<JoinHandle<()>>);
+
+impl AbortOnDrop {
+    async fn stop(mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Node {
+    /// A broker on its own, its topics in `<data>/topics`, serving on `listener`.
+    pub async fn start(
+        config: BrokerConfig,
+        listener: TcpListener,
+        settings: NodeSettings,
+    ) -> anyhow::Result<Self> {
+        let data_dir = config.data_dir.clone();
+        let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+            .await?
+            .with_context(|| format!("failed to open {}", data_dir.display()))?;
+        Self::run(broker, listener, &settings, Vec::new())
+    }
+
+    /// A broker joined to the controller through `link` (already registered): its topics,
+    /// ACLs and quota come from the metadata stream, which it follows until shutdown.
+    pub async fn start_controlled(
+        config: BrokerConfig,
+        listener: TcpListener,
+        link: ControllerLink,
+        settings: NodeSettings,
+    ) -> anyhow::Result<Self> {
+        let data_dir = config.data_dir.clone();
+        let (broker, snapshots) = Broker::open_controlled(config, link.clone())
+            .await
+            .with_context(|| format!("failed to open {}", data_dir.display()))?;
+        let heartbeats =
+            link.spawn_heartbeats(settings.heartbeat_interval.max(Duration::from_millis(100)));
+        let follower = broker.follow_controller(link, snapshots);
+        let aborted = vec![AbortOnDrop(Some(heartbeats)), AbortOnDrop(Some(follower))];
+        Self::run(broker, listener, &settings, aborted)
+    }
+
+    fn run(
+        broker: Arc<Broker>,
+        listener: TcpListener,
+        settings: &NodeSettings,
+        aborted: Vec<AbortOnDrop>,
+    ) -> anyhow::Result<Self> {
+        let address = listener.local_addr()?;
+        let (stop_tasks, stopping) = watch::channel(false);
+        let tasks = vec![
+            spawn_group_expiry(Arc::clone(&broker), stopping.clone()),
+            spawn_maintenance(
+                Arc::clone(&broker),
+                settings
+                    .maintenance_interval
+                    .max(Duration::from_millis(100)),
+                stopping,
+            ),
+        ];
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(crate::serve(listener, Arc::clone(&broker), async {
+            let _ = stopped.await;
+        }));
+        Ok(Self {
+            broker,
+            address,
+            stop,
+            server,
+            stop_tasks,
+            tasks,
+            aborted,
+        })
+    }
+
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// The address the Kafka listener is bound to.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Stops serving (open connections finish their current request), stops every task and
+    /// closes the logs cleanly.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let Self {
+            broker,
+            stop,
+            server,
+            stop_tasks,
+            tasks,
+            aborted,
+            ..
+        } = self;
+        let _ = stop.send(());
+        server.await.context("the Kafka listener failed")?;
+        for task in aborted {
+            task.stop().await;
+        }
+        let _ = stop_tasks.send(true);
+        for task in tasks {
+            let _ = task.await;
+        }
+        tokio::task::spawn_blocking(move || broker.shutdown())
+            .await?
+            .context("failed to close the logs cleanly")
+    }
+}
+
+/// Removes group members whose sessions lapse and completes stalled rebalances, and, far less
+/// often, forgets idle groups' offsets and idle producers.
+fn spawn_group_expiry(broker: Arc<Broker>, mut stopping: watch::Receiver<bool>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(Duration::from_millis(250));
+        let sweep_every = broker
+            .config
+            .offsets_retention
+            .min(broker.config.producer_id_expiration)
+            .div_f64(4.0)
+            .clamp(Duration::from_millis(250), Duration::from_secs(60));
+        let mut last_sweep = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = stopping.changed() => return,
+            }
+            broker.groups.expire();
+            if last_sweep.elapsed() >= sweep_every {
+                last_sweep = tokio::time::Instant::now();
+                let broker = Arc::clone(&broker);
+                // It writes tombstones to a log: off the async threads.
+                let _ = tokio::task::spawn_blocking(move || broker.expire_idle_state()).await;
+            }
+        }
+    })
+}
+
+/// Runs retention and compaction every `interval`.
+fn spawn_maintenance(
+    broker: Arc<Broker>,
+    interval: Duration,
+    mut stopping: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.tick().await;
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = stopping.changed() => return,
+            }
+            let b = Arc::clone(&broker);
+            let Ok(report) = tokio::task::spawn_blocking(move || b.logs().maintain()).await else {
+                continue;
+            };
+            if report.retention.segments_deleted > 0
+                || report.compaction.segments_rewritten > 0
+                || !report.failed.is_empty()
+            {
+                tracing::info!(
+                    deleted_segments = report.retention.segments_deleted,
+                    compacted_segments = report.compaction.segments_rewritten,
+                    failed_partitions = report.failed.len(),
+                    "maintenance"
+                );
+            }
+        }
+    })
+}
