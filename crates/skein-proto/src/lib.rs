@@ -28,6 +28,7 @@ pub mod gateway {
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/skein_descriptors.bin"));
 
+pub mod refusal;
 pub mod replicas;
 pub mod snapshot;
 

@@ -12,6 +12,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use skein_proto::controller as pb;
+use skein_proto::refusal;
+pub use skein_proto::refusal::Reason;
 pub use skein_proto::replicas::Snapshots;
 use skein_proto::replicas::{Client, ControllerReplicas, Credential};
 use uuid::Uuid;
@@ -41,6 +43,8 @@ pub struct ControllerLink {
 #[error("controller: {message}")]
 pub struct ControllerError {
     pub code: tonic::Code,
+    /// Why the controller refused; `Unspecified` when it could not be asked (or said not).
+    pub reason: Reason,
     pub message: String,
 }
 
@@ -48,6 +52,7 @@ impl From<tonic::Status> for ControllerError {
     fn from(status: tonic::Status) -> Self {
         Self {
             code: status.code(),
+            reason: refusal::reason(&status),
             message: status.message().to_owned(),
         }
     }
@@ -285,6 +290,7 @@ fn answered(response: pb::TopicResponse) -> Result<TopicInfo, ControllerError> {
         .and_then(topic_info)
         .ok_or_else(|| ControllerError {
             code: tonic::Code::Internal,
+            reason: Reason::Unspecified,
             message: "the controller answered without a valid topic".to_owned(),
         })
 }

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use parking_lot::RwLock;
 use uuid::Uuid;
 
+use crate::controller_link::Reason;
+
 /// What is known of one topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicInfo {
@@ -275,8 +277,8 @@ impl TopicRegistry {
             let info = link
                 .create_topic(name, partitions, replication_factor, configs)
                 .await
-                .map_err(|e| match e.code {
-                    tonic::Code::AlreadyExists => TopicError::AlreadyExists {
+                .map_err(|e| match e.reason {
+                    Reason::AlreadyExists => TopicError::AlreadyExists {
                         name: name.to_owned(),
                     },
                     _ => TopicError::Controller(e),
@@ -349,8 +351,8 @@ impl TopicRegistry {
                     name: name.to_owned(),
                 });
             };
-            link.delete_topic(name).await.map_err(|e| match e.code {
-                tonic::Code::NotFound => TopicError::NotFound {
+            link.delete_topic(name).await.map_err(|e| match e.reason {
+                Reason::NotFound => TopicError::NotFound {
                     name: name.to_owned(),
                 },
                 _ => TopicError::Controller(e),

@@ -21,9 +21,10 @@ use crate::credentials::{self, ControllerCaller, CredentialVerifier, Role};
 use crate::topic_ops::{TopicOpError, TopicOps};
 use skein_proto::controller as pb;
 use skein_proto::controller::controller_server::Controller;
+use skein_proto::refusal::{self, Reason};
 use skein_proto::snapshot::CHUNK_BYTES;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 
 /// The name of the lease the active controller holds.
 pub const CONTROLLER_LEASE: &str = "controller";
@@ -161,7 +162,11 @@ impl ControllerService {
     /// The metadata now; `None` when the catalog changed while it was read.
     fn require_active(&self) -> Result<i64, Status> {
         self.leadership.active_epoch().ok_or_else(|| {
-            Status::unavailable("this replica is not the active controller; try another")
+            refusal::status(
+                Code::Unavailable,
+                "this replica is not the active controller; try another",
+                Reason::NotActive,
+            )
         })
     }
 
@@ -252,29 +257,43 @@ fn topic_message(
     }
 }
 
-/// Refused topic changes as gRPC statuses.
+/// Refused topic changes as gRPC statuses, each with its typed reason.
 fn op_status(e: TopicOpError) -> Status {
-    match e {
-        TopicOpError::NotActive => Status::unavailable(e.to_string()),
-        TopicOpError::Invalid(_) => Status::invalid_argument(e.to_string()),
-        TopicOpError::NotEnoughBrokers { .. } => Status::failed_precondition(e.to_string()),
-        TopicOpError::Catalog(e) => status(e),
-    }
+    let message = e.to_string();
+    let (code, reason) = match e {
+        TopicOpError::Catalog(e) => return status(e),
+        TopicOpError::NotActive => (Code::Unavailable, Reason::NotActive),
+        TopicOpError::InvalidPartitions(_) => (Code::InvalidArgument, Reason::InvalidPartitions),
+        TopicOpError::InvalidReplicationFactor(_) | TopicOpError::NotEnoughBrokers { .. } => {
+            (Code::FailedPrecondition, Reason::InvalidReplicationFactor)
+        }
+        TopicOpError::InvalidConfig(_) => (Code::InvalidArgument, Reason::InvalidConfig),
+    };
+    refusal::status(code, message, reason)
 }
 
-/// Catalog errors as gRPC statuses, in one place.
+/// Catalog errors as gRPC statuses with their typed reasons, in one place.
 fn status(e: CatalogError) -> Status {
-    match &e {
-        CatalogError::AlreadyExists { .. } => Status::already_exists(e.to_string()),
-        CatalogError::NotFound { .. } => Status::not_found(e.to_string()),
-        CatalogError::Invalid { .. } => Status::invalid_argument(e.to_string()),
-        CatalogError::Conflict { .. } => Status::aborted(e.to_string()),
-        CatalogError::QuotaExceeded { .. } => Status::resource_exhausted(e.to_string()),
+    let (code, reason) = match &e {
+        CatalogError::AlreadyExists { .. } => (Code::AlreadyExists, Reason::AlreadyExists),
+        CatalogError::NotFound { .. } => (Code::NotFound, Reason::NotFound),
+        CatalogError::Invalid { what, .. } => {
+            let reason = match *what {
+                "topic name" | "tenant name" | "principal name" => Reason::InvalidName,
+                "partition count" | "partition placement" => Reason::InvalidPartitions,
+                "ACL binding" => Reason::InvalidAcl,
+                _ => Reason::InvalidRequest,
+            };
+            (Code::InvalidArgument, reason)
+        }
+        CatalogError::Conflict { .. } => (Code::Aborted, Reason::Conflict),
+        CatalogError::QuotaExceeded { .. } => (Code::ResourceExhausted, Reason::QuotaExceeded),
         CatalogError::Corrupt { .. } | CatalogError::Database(_) | CatalogError::Migrate(_) => {
             tracing::error!(error = %e, "catalog failure");
-            Status::internal("the catalog could not complete the request")
+            return Status::internal("the catalog could not complete the request");
         }
-    }
+    };
+    refusal::status(code, e.to_string(), reason)
 }
 
 /// What of a snapshot `caller` may see: everything for a gateway; for a broker, its own
@@ -454,8 +473,9 @@ impl Controller for ControllerService {
             .ok_or_else(|| Status::invalid_argument("acl is required"))?;
         caller.require_acl_changes(&acl.tenant)?;
         self.require_active()?;
-        let binding = skein_proto::acl::from_wire(&acl)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let binding = skein_proto::acl::from_wire(&acl).map_err(|e| {
+            refusal::status(Code::InvalidArgument, e.to_string(), Reason::InvalidAcl)
+        })?;
         let tenant = self
             .catalog
             .tenant_by_name(&acl.tenant)
@@ -480,8 +500,9 @@ impl Controller for ControllerService {
             .ok_or_else(|| Status::invalid_argument("filter is required"))?;
         caller.require_acl_changes(&filter.tenant)?;
         self.require_active()?;
-        let selector = skein_proto::acl::filter_from_wire(&filter)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let selector = skein_proto::acl::filter_from_wire(&filter).map_err(|e| {
+            refusal::status(Code::InvalidArgument, e.to_string(), Reason::InvalidAcl)
+        })?;
         let tenant = self
             .catalog
             .tenant_by_name(&filter.tenant)

@@ -15,7 +15,11 @@ pub enum TopicOpError {
     #[error("this replica is not the active controller; try another")]
     NotActive,
     #[error("{0}")]
-    Invalid(String),
+    InvalidPartitions(String),
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
+    #[error("{0}")]
+    InvalidConfig(String),
     #[error("replication factor {replication} is larger than the {live} live broker(s) serving the tenant")]
     NotEnoughBrokers { replication: i32, live: usize },
     #[error(transparent)]
@@ -54,7 +58,7 @@ impl TopicOps {
         };
         skein_log::topic_config::settings(&base, configs)
             .map(|_| ())
-            .map_err(|e| TopicOpError::Invalid(e.to_string()))
+            .map_err(|e| TopicOpError::InvalidConfig(e.to_string()))
     }
 
     fn require_active(&self) -> Result<i64, TopicOpError> {
@@ -74,7 +78,7 @@ impl TopicOps {
         replication: i32,
     ) -> Result<Vec<Vec<i32>>, TopicOpError> {
         if replication <= 0 {
-            return Err(TopicOpError::Invalid(format!(
+            return Err(TopicOpError::InvalidReplicationFactor(format!(
                 "replication factor {replication} must be positive"
             )));
         }
@@ -125,7 +129,7 @@ impl TopicOps {
     ) -> Result<TopicWithPartitions, TopicOpError> {
         self.require_active()?;
         if partitions <= 0 || partitions > MAX_PARTITIONS {
-            return Err(TopicOpError::Invalid(format!(
+            return Err(TopicOpError::InvalidPartitions(format!(
                 "partition count {partitions} must be between 1 and {MAX_PARTITIONS}"
             )));
         }
@@ -153,12 +157,12 @@ impl TopicOps {
         let owner = self.catalog.tenant_by_name(tenant).await?;
         let topic = self.catalog.topic(&owner.id, name).await?;
         if count > MAX_PARTITIONS {
-            return Err(TopicOpError::Invalid(format!(
+            return Err(TopicOpError::InvalidPartitions(format!(
                 "a topic has at most {MAX_PARTITIONS} partitions, not {count}"
             )));
         }
         if count <= topic.partitions {
-            return Err(TopicOpError::Invalid(format!(
+            return Err(TopicOpError::InvalidPartitions(format!(
                 "topic {name:?} has {} partitions; the new count must be larger, not {count}",
                 topic.partitions
             )));

@@ -23,7 +23,7 @@ use skein_auth::{
     ResourceType,
 };
 
-use crate::controller_link::ControllerError;
+use crate::controller_link::{ControllerError, Reason};
 use crate::Broker;
 
 fn s(text: &str) -> StrBytes {
@@ -55,9 +55,11 @@ fn filter(
 }
 
 fn controller_error(e: &ControllerError) -> ResponseError {
-    match e.code {
-        tonic::Code::InvalidArgument => ResponseError::InvalidRequest,
-        tonic::Code::Unavailable => ResponseError::NotController,
+    match (e.reason, e.code) {
+        (Reason::NotActive, _) | (_, tonic::Code::Unavailable) => ResponseError::NotController,
+        (Reason::InvalidAcl | Reason::InvalidRequest | Reason::InvalidName, _) => {
+            ResponseError::InvalidRequest
+        }
         _ => ResponseError::UnknownServerError,
     }
 }

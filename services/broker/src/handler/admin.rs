@@ -17,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::partition_error_code;
+use crate::controller_link::Reason;
 use crate::topics::TopicError;
 use crate::Broker;
 
@@ -30,16 +31,19 @@ fn topic_error(err: &TopicError) -> (i16, Option<StrBytes>) {
         TopicError::AlreadyExists { .. } => ResponseError::TopicAlreadyExists,
         TopicError::NotFound { .. } => ResponseError::UnknownTopicOrPartition,
         TopicError::Io { .. } => ResponseError::KafkaStorageError,
-        TopicError::Controller(e) => match e.code {
+        TopicError::Controller(e) => match (e.reason, e.code) {
             // Kafka clients retry NOT_CONTROLLER after refreshing metadata.
-            tonic::Code::Unavailable => ResponseError::NotController,
-            tonic::Code::FailedPrecondition => ResponseError::InvalidReplicationFactor,
-            tonic::Code::InvalidArgument => ResponseError::InvalidRequest,
-            tonic::Code::NotFound => ResponseError::UnknownTopicOrPartition,
-            tonic::Code::AlreadyExists => ResponseError::TopicAlreadyExists,
+            (Reason::NotActive, _) | (_, tonic::Code::Unavailable) => ResponseError::NotController,
+            (Reason::AlreadyExists, _) => ResponseError::TopicAlreadyExists,
+            (Reason::NotFound, _) => ResponseError::UnknownTopicOrPartition,
+            (Reason::InvalidName, _) => ResponseError::InvalidTopicException,
+            (Reason::InvalidPartitions, _) => ResponseError::InvalidPartitions,
+            (Reason::InvalidReplicationFactor, _) => ResponseError::InvalidReplicationFactor,
+            (Reason::InvalidConfig, _) => ResponseError::InvalidConfig,
             // The tenant's partitions quota.
-            tonic::Code::ResourceExhausted => ResponseError::PolicyViolation,
-            _ => ResponseError::UnknownServerError,
+            (Reason::QuotaExceeded, _) => ResponseError::PolicyViolation,
+            (Reason::InvalidAcl | Reason::InvalidRequest, _) => ResponseError::InvalidRequest,
+            (Reason::Conflict | Reason::Unspecified, _) => ResponseError::UnknownServerError,
         },
     };
     (code.code(), Some(StrBytes::from_string(err.to_string())))

@@ -107,7 +107,9 @@ fn problem(e: TopicOpError) -> Problem {
             "not-active-controller",
             e.to_string(),
         ),
-        TopicOpError::Invalid(_) => {
+        TopicOpError::InvalidPartitions(_)
+        | TopicOpError::InvalidReplicationFactor(_)
+        | TopicOpError::InvalidConfig(_) => {
             Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", e.to_string())
         }
         TopicOpError::NotEnoughBrokers { .. } => Problem::new(
