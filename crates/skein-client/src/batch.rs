@@ -1,23 +1,17 @@
 //! Record batches (magic v2) built from [`ProduceRecord`]s and read into
 //! [`ConsumerRecord`]s.
 //!
-//! Writing goes through kafka-protocol's batch encoder (gzip, snappy in the xerial framing
-//! the Java client writes, and zstd from kafka-protocol; LZ4 frames with `lz4_flex`, so the
-//! client needs no C LZ4 library). Reading goes through `skein-records`, the same bounded
-//! parser the broker validates with.
+//! Both ways go through `skein-records`, the batch format the broker validates and the log
+//! stores with: writing with its `BatchWriter` (every codec; snappy in the xerial framing the
+//! Java client writes, LZ4 frames with `lz4_flex`, so the client needs no C library), reading
+//! with its bounded parser.
 
-use std::io::Write;
-
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
-};
+use bytes::Bytes;
+use kafka_protocol::records::Compression;
 use skein_records::{
-    decompress, BatchError, BatchHeader, Compression as SkeinCompression, RecordIter,
-    TimestampType as SkeinTimestampType, HEADER_LEN, LOG_OVERHEAD, MAX_DECOMPRESSED,
+    decompress, BatchError, BatchHeader, BatchWriter, Compression as SkeinCompression,
+    ProducerFields, RecordIter, TimestampType as SkeinTimestampType, HEADER_LEN, LOG_OVERHEAD,
+    MAX_DECOMPRESSED,
 };
 
 use crate::error::BoxError;
@@ -34,7 +28,8 @@ pub(crate) struct IdempotentProducer {
     pub(crate) base_sequence: i32,
 }
 
-/// Encodes records as one batch with base offset 0 (the broker assigns offsets).
+/// Encodes records as one batch with base offset 0 (the broker assigns offsets), through
+/// `skein-records`' writer, the one batch format the broker and the log use too.
 /// `now_ms` stands in for records without a timestamp.
 pub(crate) fn encode(
     records: &[&ProduceRecord],
@@ -42,56 +37,36 @@ pub(crate) fn encode(
     now_ms: i64,
     producer: Option<IdempotentProducer>,
 ) -> Result<Bytes, BoxError> {
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
-            producer_id: producer.map_or(NO_PRODUCER_ID, |p| p.id),
-            producer_epoch: producer.map_or(NO_PRODUCER_EPOCH, |p| p.epoch),
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder keeps records in one batch while `offset - sequence` is constant;
-            // without a producer this makes the batch's base sequence -1 (none).
-            sequence: match producer {
-                Some(p) => p.base_sequence.wrapping_add(i as i32),
-                None => (i as i32).wrapping_sub(1),
-            },
-            timestamp: r.timestamp.unwrap_or(now_ms),
-            key: r.key.clone(),
-            value: r.value.clone(),
-            headers: r
+    let mut writer = BatchWriter::new();
+    let mut headers = Vec::new();
+    for record in records {
+        headers.clear();
+        headers.extend(
+            record
                 .headers
                 .iter()
-                .map(|h| (StrBytes::from_string(h.key.clone()), h.value.clone()))
-                .collect::<IndexMap<_, _>>(),
-        })
-        .collect();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression,
-    };
-    let mut buf = BytesMut::new();
-    if compression == Compression::Lz4 {
-        RecordBatchEncoder::encode_with_custom_compression(
-            &mut buf,
-            &records,
-            &options,
-            Some(|raw: &mut BytesMut, out: &mut BytesMut, _| {
-                let mut encoder = lz4_flex::frame::FrameEncoder::new(Vec::new());
-                encoder.write_all(raw)?;
-                let compressed = encoder.finish()?;
-                out.extend_from_slice(&compressed);
-                Ok(())
-            }),
-        )?;
-    } else {
-        RecordBatchEncoder::encode(&mut buf, &records, &options)?;
+                .map(|h| (h.key.as_bytes(), h.value.as_deref())),
+        );
+        writer.push(
+            record.timestamp.unwrap_or(now_ms),
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &headers,
+        );
     }
-    Ok(buf.freeze())
+    let producer = producer.map_or(ProducerFields::NONE, |p| ProducerFields {
+        producer_id: p.id,
+        producer_epoch: p.epoch,
+        base_sequence: p.base_sequence,
+    });
+    let codec = match compression {
+        Compression::None => SkeinCompression::None,
+        Compression::Gzip => SkeinCompression::Gzip,
+        Compression::Snappy => SkeinCompression::Snappy,
+        Compression::Lz4 => SkeinCompression::Lz4,
+        Compression::Zstd => SkeinCompression::Zstd,
+    };
+    Ok(Bytes::from(writer.finish(codec, producer)?))
 }
 
 /// What [`decode`] found in a fetched record set.
@@ -174,7 +149,7 @@ pub(crate) fn decode(
 
 #[cfg(test)]
 mod tests {
-    use bytes::Buf;
+    use bytes::{Buf, BytesMut};
 
     use super::*;
 

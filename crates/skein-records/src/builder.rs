@@ -1,5 +1,6 @@
-//! Builds record batches: for compaction (which rewrites a batch from the records it keeps)
-//! and for tests and benchmarks (which play the producer).
+//! Builds record batches: for producers (skein-client), for compaction (which rewrites a
+//! batch from the records it keeps), and for tests and benchmarks. [`BatchWriter`] writes
+//! each record straight into the batch's body, so a key or value is copied once.
 
 use crate::header::{
     ATTRIBUTES, BASE_OFFSET, BATCH_LENGTH, CRC, HEADER_LEN, LOG_OVERHEAD, MAGIC, MAGIC_AT,
@@ -41,48 +42,143 @@ pub fn build_batch(
     compression: Compression,
     producer: ProducerFields,
 ) -> Result<Vec<u8>, BatchError> {
-    let base_timestamp = records.first().map_or(0, |r| r.timestamp);
-    let max_timestamp = records.iter().map(|r| r.timestamp).max().unwrap_or(-1);
-    let mut body = Vec::new();
-    for (i, record) in records.iter().enumerate() {
-        encode_record(
-            &mut body,
-            record,
-            i as i32,
-            record.timestamp - base_timestamp,
+    let mut writer = BatchWriter::new();
+    for record in records {
+        let headers: Vec<(&[u8], Option<&[u8]>)> = record
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .collect();
+        writer.push(
+            record.timestamp,
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &headers,
         );
     }
-    let last_offset_delta = records.len().saturating_sub(1) as i32;
-    assemble(
-        &body,
-        BatchParts {
-            base_offset: 0,
-            attributes: compression.attribute_bits(),
-            last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            producer,
-            records_count: records.len() as i32,
-        },
-    )
+    writer.finish(compression, producer)
 }
 
-fn encode_record(out: &mut Vec<u8>, record: &NewRecord, offset_delta: i32, timestamp_delta: i64) {
-    let mut body = Vec::with_capacity(
-        16 + record.key.as_ref().map_or(0, Vec::len) + record.value.as_ref().map_or(0, Vec::len),
-    );
-    body.push(0); // attributes
-    write_varlong(&mut body, timestamp_delta);
-    write_varint(&mut body, offset_delta);
-    write_opt_bytes(&mut body, record.key.as_deref());
-    write_opt_bytes(&mut body, record.value.as_deref());
-    write_varint(&mut body, record.headers.len() as i32);
-    for (k, v) in &record.headers {
-        write_opt_bytes(&mut body, Some(k));
-        write_opt_bytes(&mut body, v.as_deref());
+/// The records of one batch being written, as a producer sends them: offset deltas 0.., the
+/// first record's timestamp as the batch's base.
+#[derive(Debug)]
+pub struct BatchWriter {
+    body: Vec<u8>,
+    count: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+}
+
+impl Default for BatchWriter {
+    fn default() -> Self {
+        Self::new()
     }
-    write_varint(out, body.len() as i32);
-    out.extend_from_slice(&body);
+}
+
+impl BatchWriter {
+    pub fn new() -> Self {
+        Self {
+            body: Vec::new(),
+            count: 0,
+            base_timestamp: 0,
+            max_timestamp: -1,
+        }
+    }
+
+    /// Records written so far.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes of records written so far (before compression).
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// Appends a record (`None` value: a tombstone).
+    pub fn push(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&[u8], Option<&[u8]>)],
+    ) {
+        if self.count == 0 {
+            self.base_timestamp = timestamp;
+        }
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+        let timestamp_delta = timestamp.wrapping_sub(self.base_timestamp);
+        let offset_delta = self.count;
+        let size = 1
+            + varlong_len(timestamp_delta)
+            + varint_len(offset_delta)
+            + bytes_len(key)
+            + bytes_len(value)
+            + varint_len(headers.len() as i32)
+            + headers
+                .iter()
+                .map(|(k, v)| bytes_len(Some(k)) + bytes_len(*v))
+                .sum::<usize>();
+        let out = &mut self.body;
+        out.reserve(size + 5);
+        write_varint(out, size as i32);
+        out.push(0); // attributes
+        write_varlong(out, timestamp_delta);
+        write_varint(out, offset_delta);
+        write_opt_bytes(out, key);
+        write_opt_bytes(out, value);
+        write_varint(out, headers.len() as i32);
+        for (k, v) in headers {
+            write_opt_bytes(out, Some(k));
+            write_opt_bytes(out, *v);
+        }
+        self.count += 1;
+    }
+
+    /// The batch: header, then the records, compressed with `compression`.
+    pub fn finish(
+        self,
+        compression: Compression,
+        producer: ProducerFields,
+    ) -> Result<Vec<u8>, BatchError> {
+        assemble(
+            &self.body,
+            BatchParts {
+                base_offset: 0,
+                attributes: compression.attribute_bits(),
+                last_offset_delta: (self.count - 1).max(0),
+                base_timestamp: self.base_timestamp,
+                max_timestamp: self.max_timestamp,
+                producer,
+                records_count: self.count,
+            },
+        )
+    }
+}
+
+/// The length of `value` as a zigzag varint.
+fn varint_len(value: i32) -> usize {
+    unsigned_len(((value << 1) ^ (value >> 31)) as u32 as u64)
+}
+
+fn varlong_len(value: i64) -> usize {
+    unsigned_len(((value << 1) ^ (value >> 63)) as u64)
+}
+
+fn unsigned_len(value: u64) -> usize {
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// The encoded length of a length-prefixed byte string (`None`: length -1).
+fn bytes_len(bytes: Option<&[u8]>) -> usize {
+    match bytes {
+        None => varint_len(-1),
+        Some(b) => varint_len(b.len() as i32) + b.len(),
+    }
 }
 
 fn write_opt_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
@@ -111,7 +207,13 @@ pub struct BatchParts {
 /// in `attributes`, and computes length and CRC.
 pub fn assemble(records: &[u8], parts: BatchParts) -> Result<Vec<u8>, BatchError> {
     let compression = Compression::from_attributes(parts.attributes)?;
-    let payload = compress(compression, records)?;
+    let compressed;
+    let payload = if compression == Compression::None {
+        records
+    } else {
+        compressed = compress(compression, records)?;
+        &compressed
+    };
     let size = HEADER_LEN + payload.len();
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(&parts.base_offset.to_be_bytes());
@@ -131,8 +233,77 @@ pub fn assemble(records: &[u8], parts: BatchParts) -> Result<Vec<u8>, BatchError
     debug_assert_eq!(out[MAGIC_AT] as i8, MAGIC);
     debug_assert_eq!(BASE_OFFSET, 0);
     debug_assert_eq!(BATCH_LENGTH, 8);
-    out.extend_from_slice(&payload);
+    out.extend_from_slice(payload);
     let crc = crc32c::crc32c(&out[ATTRIBUTES..]);
     out[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(out)
+}
+
+#[cfg(test)]
+mod writer_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::{validate_batch, DecodedRecords, MAX_DECOMPRESSED};
+
+    #[test]
+    fn varint_lengths_match_what_is_written() {
+        for value in [0, 1, -1, 63, 64, -64, -65, 8191, 8192, i32::MAX, i32::MIN] {
+            let mut out = Vec::new();
+            write_varint(&mut out, value);
+            assert_eq!(varint_len(value), out.len(), "{value}");
+        }
+        for value in [0, -1, 1 << 40, -(1 << 40), i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            write_varlong(&mut out, value);
+            assert_eq!(varlong_len(value), out.len(), "{value}");
+        }
+    }
+
+    #[test]
+    fn written_records_read_back_with_every_codec() {
+        for compression in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let mut writer = BatchWriter::new();
+            let big = vec![b'v'; 300];
+            writer.push(
+                1_000,
+                Some(b"k1"),
+                Some(&big),
+                &[(b"h", Some(b"x")), (b"e", None)],
+            );
+            writer.push(990, None, None, &[]);
+            writer.push(1_020, Some(b"k3"), Some(b""), &[]);
+            assert_eq!(writer.len(), 3);
+            let producer = ProducerFields {
+                producer_id: 7,
+                producer_epoch: 1,
+                base_sequence: 40,
+            };
+            let batch = writer.finish(compression, producer).unwrap();
+            let header = validate_batch(&batch).unwrap();
+            assert_eq!(header.records_count, 3);
+            assert_eq!(header.last_offset_delta, 2);
+            assert_eq!(header.base_timestamp, 1_000);
+            assert_eq!(header.max_timestamp, 1_020);
+            assert_eq!(header.producer_id, 7);
+            assert_eq!(header.base_sequence, 40);
+            crate::validate_records(&batch, &header, MAX_DECOMPRESSED).unwrap();
+            let decoded = DecodedRecords::decode(&batch, MAX_DECOMPRESSED).unwrap();
+            let records: Vec<_> = decoded.iter().map(Result::unwrap).collect();
+            assert_eq!(records.len(), 3, "{compression:?}");
+            assert_eq!(records[0].value, Some(big.as_slice()));
+            assert_eq!(records[0].headers.iter().count(), 2);
+            assert_eq!(decoded.timestamp_of(&records[1]), 990);
+            assert_eq!(records[1].key, None);
+            assert_eq!(records[1].value, None);
+            assert_eq!(records[2].offset_delta, 2);
+            assert_eq!(records[2].value, Some(&b""[..]));
+        }
+    }
 }

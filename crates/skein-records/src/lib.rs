@@ -12,7 +12,7 @@ mod compression;
 mod header;
 mod records;
 
-pub use builder::{assemble, build_batch, BatchParts, NewRecord, ProducerFields};
+pub use builder::{assemble, build_batch, BatchParts, BatchWriter, NewRecord, ProducerFields};
 pub use compression::{compress, decompress, decompression_limit, MAX_DECOMPRESSED};
 pub use header::{
     set_log_append_time, set_offset_and_epoch, validate_batch, BatchHeader, Compression,
