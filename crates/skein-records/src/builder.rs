@@ -99,7 +99,8 @@ impl BatchWriter {
         self.body.len()
     }
 
-    /// Appends a record (`None` value: a tombstone).
+    /// Appends a record (`None` value: a tombstone). A record whose length does not fit the
+    /// format makes [`BatchWriter::finish`] fail.
     pub fn push(
         &mut self,
         timestamp: i64,
@@ -206,6 +207,14 @@ pub struct BatchParts {
 /// Puts a header in front of already-encoded records, compressing them with the codec named
 /// in `attributes`, and computes length and CRC.
 pub fn assemble(records: &[u8], parts: BatchParts) -> Result<Vec<u8>, BatchError> {
+    // Lengths are 32-bit: a larger batch (or one record larger than that, whose length
+    // `BatchWriter::push` could not write) is refused, never written with a wrapped length.
+    let too_large = |size: usize| size > i32::MAX as usize - HEADER_LEN;
+    if too_large(records.len()) {
+        return Err(BatchError::TooLarge {
+            size: records.len(),
+        });
+    }
     let compression = Compression::from_attributes(parts.attributes)?;
     let compressed;
     let payload = if compression == Compression::None {
@@ -214,6 +223,11 @@ pub fn assemble(records: &[u8], parts: BatchParts) -> Result<Vec<u8>, BatchError
         compressed = compress(compression, records)?;
         &compressed
     };
+    if too_large(payload.len()) {
+        return Err(BatchError::TooLarge {
+            size: payload.len(),
+        });
+    }
     let size = HEADER_LEN + payload.len();
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(&parts.base_offset.to_be_bytes());

@@ -57,6 +57,9 @@ pub enum BatchError {
     TrailingBytes { trailing: usize },
     #[error("producers may not write control batches")]
     ControlBatch,
+    /// A batch being built would not fit the format's 32-bit lengths.
+    #[error("a batch of {size} bytes is larger than a batch can be")]
+    TooLarge { size: usize },
 }
 
 impl BatchError {
