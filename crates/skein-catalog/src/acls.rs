@@ -58,10 +58,16 @@ impl Catalog {
             what: "ACL binding",
             reason: e.to_string(),
         })?;
-        sqlx::query(
+        // One statement: a binding that already exists is left as it is (the no-op update
+        // only makes RETURNING answer the stored row, with its first id).
+        let row = sqlx::query(
             "INSERT INTO acls (id, tenant_id, principal, host, resource_type, resource_name, \
                pattern_type, operation, permission) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT (tenant_id, principal, host, resource_type, resource_name, \
+               pattern_type, operation, permission) DO UPDATE SET id = acls.id \
+             RETURNING id, principal, host, resource_type, resource_name, pattern_type, \
+               operation, permission",
         )
         .bind(new_id())
         .bind(tenant_id)
@@ -72,29 +78,8 @@ impl Catalog {
         .bind(binding.pattern_type.to_string())
         .bind(binding.operation.to_string())
         .bind(binding.permission.to_string())
-        .execute(&self.pool)
+        .fetch_one(&self.pool)
         .await?;
-        // The binding as stored (its id is the first insert's when it already existed).
-        let row = sqlx::query(
-            "SELECT id, principal, host, resource_type, resource_name, pattern_type, operation, \
-               permission FROM acls WHERE tenant_id = $1 AND principal = $2 AND host = $3 \
-               AND resource_type = $4 AND resource_name = $5 AND pattern_type = $6 \
-               AND operation = $7 AND permission = $8",
-        )
-        .bind(tenant_id)
-        .bind(binding.principal.to_string())
-        .bind(&binding.host)
-        .bind(binding.resource_type.to_string())
-        .bind(&binding.resource_name)
-        .bind(binding.pattern_type.to_string())
-        .bind(binding.operation.to_string())
-        .bind(binding.permission.to_string())
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| CatalogError::NotFound {
-            what: "ACL binding",
-            name: binding.to_string(),
-        })?;
         record(&row)
     }
 
