@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use skein_broker::controller_link::ControllerLink;
-use skein_broker::{Node, NodeSettings};
+use skein_broker::Node;
 
 use crate::listener_args::{identity, ListenerArgs};
 use tokio::signal::unix::{signal, SignalKind};
@@ -66,10 +66,8 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         config,
         listener,
         link,
-        NodeSettings {
-            maintenance_interval: Duration::from_secs(args.listener.maintenance_interval_secs),
-            heartbeat_interval: Duration::from_secs(args.heartbeat_interval_secs.max(1)),
-        },
+        args.listener
+            .node_settings(Duration::from_secs(args.heartbeat_interval_secs.max(1))),
     )
     .await?;
     println!(

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use skein_broker::controller_link::ControllerLink;
-use skein_broker::{Node, NodeSettings};
+use skein_broker::Node;
 use skein_catalog::{Catalog, CatalogError};
 use skein_control_plane::{
     controller_server, credentials, ControllerConfig, ControllerService, CredentialVerifier,
@@ -121,10 +121,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         config,
         listener,
         link,
-        NodeSettings {
-            maintenance_interval: Duration::from_secs(args.listener.maintenance_interval_secs),
-            heartbeat_interval: Duration::from_secs(1),
-        },
+        args.listener.node_settings(Duration::from_secs(1)),
     )
     .await?;
     let reports = node.broker().logs().recovery_reports();

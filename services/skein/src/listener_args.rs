@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use skein_broker::controller_link::BrokerIdentity;
-use skein_broker::BrokerConfig;
+use skein_broker::{BrokerConfig, NodeSettings};
 use tokio::net::TcpListener;
 
 #[derive(Debug, clap::Args)]
@@ -51,6 +51,16 @@ pub(crate) fn identity(config: &BrokerConfig, tenant: &str) -> BrokerIdentity {
         host: config.advertised_host.clone(),
         port: i32::from(config.advertised_port),
         tenant: tenant.to_owned(),
+    }
+}
+
+impl ListenerArgs {
+    /// How often a broker started with these arguments maintains its logs, and heartbeats.
+    pub(crate) fn node_settings(&self, heartbeat_interval: std::time::Duration) -> NodeSettings {
+        NodeSettings {
+            maintenance_interval: std::time::Duration::from_secs(self.maintenance_interval_secs),
+            heartbeat_interval,
+        }
     }
 }
 
