@@ -24,6 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use skein_records::{build_batch, Compression, NewRecord, ProducerFields};
 
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
 fn group() -> GroupId {
     GroupId(StrBytes::from_static_str("billing"))
@@ -38,8 +39,19 @@ fn commit(kafka: &mut RawKafka, offset: i64) {
             .with_partitions(vec![OffsetCommitRequestPartition::default()
                 .with_partition_index(0)
                 .with_committed_offset(offset)])]);
-    let response: OffsetCommitResponse = kafka.call(ApiKey::OffsetCommit, 2, &request);
-    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    // The admin API's topic reaches the broker through its metadata stream a moment later:
+    // until then the commit gets UNKNOWN_TOPIC_OR_PARTITION.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let response: OffsetCommitResponse = kafka.call(ApiKey::OffsetCommit, 2, &request);
+        let code = response.topics[0].partitions[0].error_code;
+        if code == UNKNOWN_TOPIC_OR_PARTITION && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(code, 0);
+        return;
+    }
 }
 
 fn committed(kafka: &mut RawKafka) -> i64 {
