@@ -12,8 +12,8 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
-use crate::dispatch::{self, Reply};
 use crate::frame::FrameCodec;
+use crate::router::{self, Reply};
 use crate::Broker;
 
 /// Why a connection was closed.
@@ -112,5 +112,5 @@ async fn handle_frame(
     let api_key = peek.get_i16();
     let version = peek.get_i16();
     let bytes: Bytes = frame.freeze();
-    dispatch::dispatch(broker, api_key, version, bytes, peer).await
+    router::dispatch(broker, api_key, version, bytes, peer).await
 }

@@ -5,15 +5,14 @@
 //!   background tasks (`node.rs`); `connection.rs` reads length-prefixed
 //!   frames (capped at `socket.request.max.bytes`), answers them in order, and closes the
 //!   connection with a logged reason on a frame it cannot parse;
-//! - `dispatch.rs` maps API keys and versions to handlers; the ApiVersions answer is derived
-//!   from its table;
+//! - `router.rs` holds one table of (API key, versions, handler), from which the ApiVersions
+//!   answer is derived, and wraps metered handlers in the quota throttle;
 //! - `handler/<api>.rs`, one file per Kafka API, reads topics through [`TopicRegistry`] and
 //!   partitions through the [`ReplicaManager`] (`replica/`), never a log directly.
 
 pub mod config;
 mod connection;
 pub mod controller_link;
-mod dispatch;
 mod fetch_session;
 mod frame;
 mod group;
@@ -23,6 +22,7 @@ mod node;
 mod producer;
 mod quota;
 pub mod replica;
+mod router;
 pub mod topics;
 
 use std::sync::Arc;

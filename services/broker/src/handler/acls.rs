@@ -3,6 +3,10 @@
 //! and deletions are forwarded to the controller. A broker on its own has no ACL store and
 //! answers SECURITY_DISABLED, as Kafka does without an authorizer.
 
+use kafka_protocol::messages::ApiKey;
+
+use crate::router::{Api, Call};
+
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::create_acls_request::AclCreation;
@@ -237,4 +241,46 @@ pub(crate) async fn delete(broker: &Broker, request: DeleteAclsRequest) -> Delet
         results.push(delete_one(broker, f).await);
     }
     DeleteAclsResponse::default().with_filter_results(results)
+}
+
+/// DescribeAcls versions 1 to 3.
+pub(crate) struct DescribeAcls;
+
+impl Api for DescribeAcls {
+    type Request = kafka_protocol::messages::DescribeAclsRequest;
+    type Response = kafka_protocol::messages::DescribeAclsResponse;
+    const KEY: ApiKey = ApiKey::DescribeAcls;
+    const VERSIONS: (i16, i16) = (1, 3);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(describe(call.broker, request))
+    }
+}
+
+/// CreateAcls versions 1 to 3.
+pub(crate) struct CreateAcls;
+
+impl Api for CreateAcls {
+    type Request = kafka_protocol::messages::CreateAclsRequest;
+    type Response = kafka_protocol::messages::CreateAclsResponse;
+    const KEY: ApiKey = ApiKey::CreateAcls;
+    const VERSIONS: (i16, i16) = (1, 3);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(create(call.broker, request).await)
+    }
+}
+
+/// DeleteAcls versions 1 to 3.
+pub(crate) struct DeleteAcls;
+
+impl Api for DeleteAcls {
+    type Request = kafka_protocol::messages::DeleteAclsRequest;
+    type Response = kafka_protocol::messages::DeleteAclsResponse;
+    const KEY: ApiKey = ApiKey::DeleteAcls;
+    const VERSIONS: (i16, i16) = (1, 3);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(delete(call.broker, request).await)
+    }
 }

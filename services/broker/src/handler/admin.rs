@@ -1,6 +1,10 @@
 //! The topic admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords and
 //! DescribeCluster.
 
+use kafka_protocol::messages::ApiKey;
+
+use crate::router::{Api, Call};
+
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_records_response::{
@@ -326,4 +330,74 @@ pub(crate) fn describe_cluster(broker: &Broker) -> DescribeClusterResponse {
             .with_broker_id(node)
             .with_host(StrBytes::from_string(broker.config.advertised_host.clone()))
             .with_port(broker.config.advertised_port as i32)])
+}
+
+/// CreateTopics versions 2 to 7.
+pub(crate) struct CreateTopics;
+
+impl Api for CreateTopics {
+    type Request = kafka_protocol::messages::CreateTopicsRequest;
+    type Response = kafka_protocol::messages::CreateTopicsResponse;
+    const KEY: ApiKey = ApiKey::CreateTopics;
+    const VERSIONS: (i16, i16) = (2, 7);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(create_topics(call.broker, request, call.version).await)
+    }
+}
+
+/// DeleteTopics versions 1 to 6.
+pub(crate) struct DeleteTopics;
+
+impl Api for DeleteTopics {
+    type Request = kafka_protocol::messages::DeleteTopicsRequest;
+    type Response = kafka_protocol::messages::DeleteTopicsResponse;
+    const KEY: ApiKey = ApiKey::DeleteTopics;
+    const VERSIONS: (i16, i16) = (1, 6);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(delete_topics(call.broker, request, call.version).await)
+    }
+}
+
+/// CreatePartitions versions 0 to 3.
+pub(crate) struct CreatePartitions;
+
+impl Api for CreatePartitions {
+    type Request = kafka_protocol::messages::CreatePartitionsRequest;
+    type Response = kafka_protocol::messages::CreatePartitionsResponse;
+    const KEY: ApiKey = ApiKey::CreatePartitions;
+    const VERSIONS: (i16, i16) = (0, 3);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(create_partitions(call.broker, request).await)
+    }
+}
+
+/// DeleteRecords versions 0 to 2.
+pub(crate) struct DeleteRecords;
+
+impl Api for DeleteRecords {
+    type Request = kafka_protocol::messages::DeleteRecordsRequest;
+    type Response = kafka_protocol::messages::DeleteRecordsResponse;
+    const KEY: ApiKey = ApiKey::DeleteRecords;
+    const VERSIONS: (i16, i16) = (0, 2);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(delete_records(call.broker, request))
+    }
+}
+
+/// DescribeCluster versions 0 to 2.
+pub(crate) struct DescribeCluster;
+
+impl Api for DescribeCluster {
+    type Request = kafka_protocol::messages::DescribeClusterRequest;
+    type Response = kafka_protocol::messages::DescribeClusterResponse;
+    const KEY: ApiKey = ApiKey::DescribeCluster;
+    const VERSIONS: (i16, i16) = (0, 2);
+
+    async fn handle(call: &Call<'_>, _request: Self::Request) -> Option<Self::Response> {
+        Some(describe_cluster(call.broker))
+    }
 }

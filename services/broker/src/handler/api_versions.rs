@@ -1,19 +1,18 @@
 //! ApiVersions: the versions of every API this broker implements.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::ApiVersionsResponse;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
-use crate::dispatch::SUPPORTED;
+use crate::router::{versions, Api, Call};
 
 fn api_keys() -> Vec<ApiVersion> {
-    SUPPORTED
-        .iter()
+    versions()
         .map(|(key, min, max)| {
             ApiVersion::default()
-                .with_api_key(*key as i16)
-                .with_min_version(*min)
-                .with_max_version(*max)
+                .with_api_key(key as i16)
+                .with_min_version(min)
+                .with_max_version(max)
         })
         .collect()
 }
@@ -27,4 +26,18 @@ pub(crate) fn unsupported_version() -> ApiVersionsResponse {
     ApiVersionsResponse::default()
         .with_error_code(ResponseError::UnsupportedVersion.code())
         .with_api_keys(api_keys())
+}
+
+/// ApiVersions versions 0 to 4.
+pub(crate) struct ApiVersions;
+
+impl Api for ApiVersions {
+    type Request = ApiVersionsRequest;
+    type Response = ApiVersionsResponse;
+    const KEY: ApiKey = ApiKey::ApiVersions;
+    const VERSIONS: (i16, i16) = (0, 4);
+
+    async fn handle(_call: &Call<'_>, _request: ApiVersionsRequest) -> Option<ApiVersionsResponse> {
+        Some(handle())
+    }
 }

@@ -1,5 +1,9 @@
 //! DescribeConfigs and IncrementalAlterConfigs for topics (and, read-only, the broker).
 
+use kafka_protocol::messages::ApiKey;
+
+use crate::router::{Api, Call};
+
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::describe_configs_response::{
@@ -172,5 +176,33 @@ async fn alter_one(
             response
         }
         Err(e) => refuse(ResponseError::KafkaStorageError, e.to_string()),
+    }
+}
+
+/// DescribeConfigs versions 1 to 4.
+pub(crate) struct DescribeConfigs;
+
+impl Api for DescribeConfigs {
+    type Request = kafka_protocol::messages::DescribeConfigsRequest;
+    type Response = kafka_protocol::messages::DescribeConfigsResponse;
+    const KEY: ApiKey = ApiKey::DescribeConfigs;
+    const VERSIONS: (i16, i16) = (1, 4);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(describe(call.broker, request))
+    }
+}
+
+/// IncrementalAlterConfigs versions 0 to 1.
+pub(crate) struct IncrementalAlterConfigs;
+
+impl Api for IncrementalAlterConfigs {
+    type Request = kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    type Response = kafka_protocol::messages::IncrementalAlterConfigsResponse;
+    const KEY: ApiKey = ApiKey::IncrementalAlterConfigs;
+    const VERSIONS: (i16, i16) = (0, 1);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(incremental_alter(call.broker, request).await)
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use tokio::time::Instant;
@@ -18,7 +18,9 @@ use uuid::Uuid;
 
 use super::partition_error_code;
 use crate::fetch_session::{FetchTarget, SessionOutcome};
+use crate::quota::Metered;
 use crate::replica::{PartitionError, ReadLimit};
+use crate::router::{Api, Call};
 use crate::Broker;
 
 const FINAL_EPOCH: i32 = -1;
@@ -213,4 +215,32 @@ fn read_once(
         })
         .collect();
     (partitions, total)
+}
+
+/// Fetch versions 4 to 17, metered by the record bytes answered.
+pub(crate) struct Fetch;
+
+impl Api for Fetch {
+    type Request = FetchRequest;
+    type Response = FetchResponse;
+    const KEY: ApiKey = ApiKey::Fetch;
+    const VERSIONS: (i16, i16) = (4, 17);
+    const METERED: Option<Metered> = Some(Metered::FetchBytes);
+
+    async fn handle(call: &Call<'_>, request: FetchRequest) -> Option<FetchResponse> {
+        Some(handle(call.broker, request, call.version).await)
+    }
+
+    fn charged(_request_bytes: usize, response: Option<&FetchResponse>) -> u64 {
+        response
+            .into_iter()
+            .flat_map(|response| &response.responses)
+            .flat_map(|topic| &topic.partitions)
+            .filter_map(|partition| partition.records.as_ref().map(|r| r.len() as u64))
+            .sum()
+    }
+
+    fn throttled(response: &mut FetchResponse, ms: i32) {
+        response.throttle_time_ms = ms;
+    }
 }

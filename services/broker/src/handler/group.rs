@@ -1,6 +1,10 @@
 //! The group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 //! OffsetCommit, OffsetFetch, ListGroups and DescribeGroups.
 
+use kafka_protocol::messages::ApiKey;
+
+use crate::router::{Api, Call};
+
 use std::time::Duration;
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -561,4 +565,167 @@ pub(crate) fn offset_delete(broker: &Broker, request: OffsetDeleteRequest) -> Of
             .with_error_code(ResponseError::CoordinatorNotAvailable.code());
     }
     OffsetDeleteResponse::default().with_topics(topics)
+}
+
+/// FindCoordinator versions 0 to 6.
+pub(crate) struct FindCoordinator;
+
+impl Api for FindCoordinator {
+    type Request = kafka_protocol::messages::FindCoordinatorRequest;
+    type Response = kafka_protocol::messages::FindCoordinatorResponse;
+    const KEY: ApiKey = ApiKey::FindCoordinator;
+    const VERSIONS: (i16, i16) = (0, 6);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(find_coordinator(call.broker, request, call.version))
+    }
+}
+
+/// JoinGroup versions 0 to 9.
+pub(crate) struct JoinGroup;
+
+impl Api for JoinGroup {
+    type Request = kafka_protocol::messages::JoinGroupRequest;
+    type Response = kafka_protocol::messages::JoinGroupResponse;
+    const KEY: ApiKey = ApiKey::JoinGroup;
+    const VERSIONS: (i16, i16) = (0, 9);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(
+            join_group(
+                call.broker,
+                request,
+                call.version,
+                call.client_id,
+                call.peer,
+            )
+            .await,
+        )
+    }
+}
+
+/// SyncGroup versions 0 to 5.
+pub(crate) struct SyncGroup;
+
+impl Api for SyncGroup {
+    type Request = kafka_protocol::messages::SyncGroupRequest;
+    type Response = kafka_protocol::messages::SyncGroupResponse;
+    const KEY: ApiKey = ApiKey::SyncGroup;
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(sync_group(call.broker, request, call.version).await)
+    }
+}
+
+/// Heartbeat versions 0 to 4.
+pub(crate) struct Heartbeat;
+
+impl Api for Heartbeat {
+    type Request = kafka_protocol::messages::HeartbeatRequest;
+    type Response = kafka_protocol::messages::HeartbeatResponse;
+    const KEY: ApiKey = ApiKey::Heartbeat;
+    const VERSIONS: (i16, i16) = (0, 4);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(heartbeat(call.broker, request))
+    }
+}
+
+/// LeaveGroup versions 0 to 5.
+pub(crate) struct LeaveGroup;
+
+impl Api for LeaveGroup {
+    type Request = kafka_protocol::messages::LeaveGroupRequest;
+    type Response = kafka_protocol::messages::LeaveGroupResponse;
+    const KEY: ApiKey = ApiKey::LeaveGroup;
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(leave_group(call.broker, request, call.version))
+    }
+}
+
+/// OffsetCommit versions 2 to 9.
+pub(crate) struct OffsetCommit;
+
+impl Api for OffsetCommit {
+    type Request = kafka_protocol::messages::OffsetCommitRequest;
+    type Response = kafka_protocol::messages::OffsetCommitResponse;
+    const KEY: ApiKey = ApiKey::OffsetCommit;
+    const VERSIONS: (i16, i16) = (2, 9);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(offset_commit(call.broker, request, call.version))
+    }
+}
+
+/// OffsetFetch versions 1 to 9.
+pub(crate) struct OffsetFetch;
+
+impl Api for OffsetFetch {
+    type Request = kafka_protocol::messages::OffsetFetchRequest;
+    type Response = kafka_protocol::messages::OffsetFetchResponse;
+    const KEY: ApiKey = ApiKey::OffsetFetch;
+    const VERSIONS: (i16, i16) = (1, 9);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(offset_fetch(call.broker, request, call.version))
+    }
+}
+
+/// ListGroups versions 0 to 5.
+pub(crate) struct ListGroups;
+
+impl Api for ListGroups {
+    type Request = kafka_protocol::messages::ListGroupsRequest;
+    type Response = kafka_protocol::messages::ListGroupsResponse;
+    const KEY: ApiKey = ApiKey::ListGroups;
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn handle(call: &Call<'_>, _request: Self::Request) -> Option<Self::Response> {
+        Some(list_groups(call.broker, call.version))
+    }
+}
+
+/// DescribeGroups versions 0 to 5.
+pub(crate) struct DescribeGroups;
+
+impl Api for DescribeGroups {
+    type Request = kafka_protocol::messages::DescribeGroupsRequest;
+    type Response = kafka_protocol::messages::DescribeGroupsResponse;
+    const KEY: ApiKey = ApiKey::DescribeGroups;
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(describe_groups(call.broker, request, call.version))
+    }
+}
+
+/// DeleteGroups versions 0 to 2.
+pub(crate) struct DeleteGroups;
+
+impl Api for DeleteGroups {
+    type Request = kafka_protocol::messages::DeleteGroupsRequest;
+    type Response = kafka_protocol::messages::DeleteGroupsResponse;
+    const KEY: ApiKey = ApiKey::DeleteGroups;
+    const VERSIONS: (i16, i16) = (0, 2);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(delete_groups(call.broker, request))
+    }
+}
+
+/// OffsetDelete versions 0 to 0.
+pub(crate) struct OffsetDelete;
+
+impl Api for OffsetDelete {
+    type Request = kafka_protocol::messages::OffsetDeleteRequest;
+    type Response = kafka_protocol::messages::OffsetDeleteResponse;
+    const KEY: ApiKey = ApiKey::OffsetDelete;
+    const VERSIONS: (i16, i16) = (0, 0);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(offset_delete(call.broker, request))
+    }
 }

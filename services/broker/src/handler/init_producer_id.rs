@@ -1,5 +1,9 @@
 //! InitProducerId: a producer id and epoch for an idempotent producer.
 
+use kafka_protocol::messages::ApiKey;
+
+use crate::router::{Api, Call};
+
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
 
@@ -36,5 +40,19 @@ pub(crate) async fn handle(
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
         }
+    }
+}
+
+/// InitProducerId versions 0 to 5.
+pub(crate) struct InitProducerId;
+
+impl Api for InitProducerId {
+    type Request = kafka_protocol::messages::InitProducerIdRequest;
+    type Response = kafka_protocol::messages::InitProducerIdResponse;
+    const KEY: ApiKey = ApiKey::InitProducerId;
+    const VERSIONS: (i16, i16) = (0, 5);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(handle(call.broker, request).await)
     }
 }

@@ -3,6 +3,10 @@
 //! latest tiered offset (-5, v9+: none, -1) or the first offset at or after a timestamp.
 //! The v10 timeout is moot: a single broker answers at once.
 
+use kafka_protocol::messages::ApiKey;
+
+use crate::router::{Api, Call};
+
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -66,4 +70,18 @@ pub(crate) fn handle(
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// ListOffsets versions 1 to 10.
+pub(crate) struct ListOffsets;
+
+impl Api for ListOffsets {
+    type Request = kafka_protocol::messages::ListOffsetsRequest;
+    type Response = kafka_protocol::messages::ListOffsetsResponse;
+    const KEY: ApiKey = ApiKey::ListOffsets;
+    const VERSIONS: (i16, i16) = (1, 10);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(handle(call.broker, request, call.version))
+    }
 }

@@ -1,6 +1,10 @@
 //! Metadata: brokers, topics and partition leaders; creates unknown topics when
 //! `auto.create.topics.enable` and the client allow it.
 
+use kafka_protocol::messages::ApiKey;
+
+use crate::router::{Api, Call};
+
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -106,4 +110,18 @@ fn unknown(name: &str, error: ResponseError) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_error_code(error.code())
         .with_name(Some(TopicName(StrBytes::from_string(name.to_owned()))))
+}
+
+/// Metadata versions 0 to 13.
+pub(crate) struct Metadata;
+
+impl Api for Metadata {
+    type Request = kafka_protocol::messages::MetadataRequest;
+    type Response = kafka_protocol::messages::MetadataResponse;
+    const KEY: ApiKey = ApiKey::Metadata;
+    const VERSIONS: (i16, i16) = (0, 13);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(handle(call.broker, request, call.version).await)
+    }
 }

@@ -1,13 +1,15 @@
 //! Produce: append each partition's batches to its log; every partition answers for itself.
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
 use skein_log::LogError;
 
 use super::partition_error_code;
+use crate::quota::Metered;
 use crate::replica::PartitionError;
+use crate::router::{Api, Call};
 use crate::Broker;
 
 pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> ProduceResponse {
@@ -64,4 +66,30 @@ pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> 
         );
     }
     ProduceResponse::default().with_responses(responses)
+}
+
+/// Produce versions 3 (the first with RecordBatch v2) to 12, metered by request bytes.
+pub(crate) struct Produce;
+
+impl Api for Produce {
+    type Request = ProduceRequest;
+    type Response = ProduceResponse;
+    const KEY: ApiKey = ApiKey::Produce;
+    const VERSIONS: (i16, i16) = (3, 12);
+    const METERED: Option<Metered> = Some(Metered::ProduceBytes);
+
+    async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
+        let acks = request.acks;
+        let response = handle(call.broker, request, call.version);
+        (acks != 0).then_some(response)
+    }
+
+    /// Written, then charged: what was sent counts, answered or not.
+    fn charged(request_bytes: usize, _response: Option<&ProduceResponse>) -> u64 {
+        request_bytes as u64
+    }
+
+    fn throttled(response: &mut ProduceResponse, ms: i32) {
+        response.throttle_time_ms = ms;
+    }
 }

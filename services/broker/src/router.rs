@@ -1,0 +1,243 @@
+//! The request router: one table, [`ROUTES`], of every API this broker answers, the versions
+//! it implements and the handler behind it. ApiVersions is derived from the table, so it
+//! lists exactly what the handlers implement, and quota throttling is one wrapper
+//! ([`serve`]) around the handlers of metered APIs.
+
+use std::future::Future;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::BoxFuture;
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::connection::ConnectionError;
+use crate::handler;
+use crate::quota::{throttle_ms, Metered};
+use crate::Broker;
+
+/// What the connection sends back.
+pub(crate) enum Reply {
+    Response(Bytes),
+    /// `acks=0` produce: no response at all.
+    None,
+}
+
+/// One request, decoded past its header.
+pub(crate) struct Call<'a> {
+    pub broker: &'a Broker,
+    pub version: i16,
+    pub client_id: &'a str,
+    pub peer: &'a str,
+    correlation_id: i32,
+}
+
+/// A Kafka API: its message types, the versions answered and the handler.
+pub(crate) trait Api {
+    type Request: Decodable + Send;
+    type Response: Encodable + Send;
+    const KEY: ApiKey;
+    /// Lowest and highest version answered.
+    const VERSIONS: (i16, i16);
+    /// The byte quota the API is metered against, if any.
+    const METERED: Option<Metered> = None;
+
+    /// The answer; `None` sends nothing back (produce with `acks=0`).
+    fn handle<'a>(
+        call: &'a Call<'a>,
+        request: Self::Request,
+    ) -> impl Future<Output = Option<Self::Response>> + Send + 'a;
+
+    /// The bytes a metered call charges: the request's size or the answer's records.
+    fn charged(_request_bytes: usize, _response: Option<&Self::Response>) -> u64 {
+        0
+    }
+
+    /// Sets the answer's `throttle_time_ms`.
+    fn throttled(_response: &mut Self::Response, _ms: i32) {}
+}
+
+type Serve = for<'a> fn(Call<'a>, Bytes) -> BoxFuture<'a, Result<Reply, ConnectionError>>;
+
+/// One row of the table.
+pub(crate) struct Route {
+    pub key: ApiKey,
+    pub min: i16,
+    pub max: i16,
+    serve: Serve,
+}
+
+impl Route {
+    const fn of<A: Api + 'static>() -> Self {
+        Self {
+            key: A::KEY,
+            min: A::VERSIONS.0,
+            max: A::VERSIONS.1,
+            serve: boxed::<A>,
+        }
+    }
+}
+
+fn boxed<'a, A: Api + 'static>(
+    call: Call<'a>,
+    body: Bytes,
+) -> BoxFuture<'a, Result<Reply, ConnectionError>> {
+    Box::pin(serve::<A>(call, body))
+}
+
+/// Every API this broker answers.
+pub(crate) static ROUTES: &[Route] = {
+    use handler::{
+        acls, admin, api_versions, configs, fetch, group, init_producer_id, list_offsets, metadata,
+        produce,
+    };
+    &[
+        Route::of::<produce::Produce>(),
+        Route::of::<fetch::Fetch>(),
+        Route::of::<list_offsets::ListOffsets>(),
+        Route::of::<metadata::Metadata>(),
+        Route::of::<api_versions::ApiVersions>(),
+        Route::of::<admin::CreateTopics>(),
+        Route::of::<admin::DeleteTopics>(),
+        Route::of::<admin::CreatePartitions>(),
+        Route::of::<admin::DeleteRecords>(),
+        Route::of::<admin::DescribeCluster>(),
+        Route::of::<group::FindCoordinator>(),
+        Route::of::<group::JoinGroup>(),
+        Route::of::<group::SyncGroup>(),
+        Route::of::<group::Heartbeat>(),
+        Route::of::<group::LeaveGroup>(),
+        Route::of::<group::OffsetCommit>(),
+        Route::of::<group::OffsetFetch>(),
+        Route::of::<group::ListGroups>(),
+        Route::of::<group::DescribeGroups>(),
+        Route::of::<init_producer_id::InitProducerId>(),
+        Route::of::<configs::DescribeConfigs>(),
+        Route::of::<configs::IncrementalAlterConfigs>(),
+        Route::of::<group::DeleteGroups>(),
+        Route::of::<group::OffsetDelete>(),
+        Route::of::<acls::DescribeAcls>(),
+        Route::of::<acls::CreateAcls>(),
+        Route::of::<acls::DeleteAcls>(),
+    ]
+};
+
+fn route(key: ApiKey) -> Option<&'static Route> {
+    ROUTES.iter().find(|route| route.key == key)
+}
+
+/// Decodes the request header and hands the request to its route.
+pub(crate) async fn dispatch(
+    broker: &Broker,
+    api_key: i16,
+    version: i16,
+    frame: Bytes,
+    peer: &str,
+) -> Result<Reply, ConnectionError> {
+    let key = ApiKey::try_from(api_key).map_err(|()| ConnectionError::UnknownApiKey { api_key })?;
+    let route = route(key).filter(|route| (route.min..=route.max).contains(&version));
+    let Some(route) = route else {
+        if key == ApiKey::ApiVersions {
+            // Clients learn the supported range from this answer, in the v0 format every
+            // client can read.
+            let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+            let body = handler::api_versions::unsupported_version();
+            return encode(ApiKey::ApiVersions, 0, correlation_id, &body);
+        }
+        return Err(ConnectionError::UnsupportedVersion { api_key, version });
+    };
+    let mut body = frame;
+    let header = RequestHeader::decode(&mut body, key.request_header_version(version))
+        .map_err(|e| malformed(key, version, e))?;
+    let client_id = header
+        .client_id
+        .as_ref()
+        .map_or("", |client| client.as_str());
+    let call = Call {
+        broker,
+        version,
+        client_id,
+        peer,
+        correlation_id: header.correlation_id,
+    };
+    (route.serve)(call, body).await
+}
+
+/// Decodes the request, holds a metered call back while its tenant is in debt, handles it,
+/// charges what it moved and encodes the answer with the throttle time that leaves.
+async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, ConnectionError> {
+    let request_bytes = body.len();
+    let request = A::Request::decode(&mut body, call.version)
+        .map_err(|e| malformed(A::KEY, call.version, e))?;
+    // Over a byte quota, the call waits here: that holds its connection back, as Kafka
+    // mutes a throttled channel.
+    if let Some(metered) = A::METERED {
+        let hold = call.broker.quotas.debt(metered);
+        if !hold.is_zero() {
+            tokio::time::sleep(hold).await;
+        }
+    }
+    let mut response = A::handle(&call, request).await;
+    if let Some(metered) = A::METERED {
+        // Handled, then charged: the throttle applies to what comes next.
+        let charged = A::charged(request_bytes, response.as_ref());
+        let throttle = call.broker.quotas.charge(metered, charged);
+        if let Some(response) = response.as_mut() {
+            A::throttled(response, throttle_ms(throttle));
+        }
+    }
+    match response {
+        Some(response) => encode(A::KEY, call.version, call.correlation_id, &response),
+        None => Ok(Reply::None),
+    }
+}
+
+/// The versions of every routed API, for ApiVersions.
+pub(crate) fn versions() -> impl Iterator<Item = (ApiKey, i16, i16)> {
+    ROUTES.iter().map(|route| (route.key, route.min, route.max))
+}
+
+fn malformed(key: ApiKey, version: i16, e: anyhow::Error) -> ConnectionError {
+    ConnectionError::Malformed {
+        api_key: key as i16,
+        version,
+        reason: e.to_string(),
+    }
+}
+
+fn encode<R: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) -> Result<Reply, ConnectionError> {
+    let mut out = BytesMut::new();
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut out, key.response_header_version(version))
+        .map_err(|e| malformed(key, version, e))?;
+    body.encode(&mut out, version)
+        .map_err(|e| malformed(key, version, e))?;
+    Ok(Reply::Response(out.freeze()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_api_has_one_route_with_an_ordered_version_range() {
+        let mut keys: Vec<i16> = ROUTES.iter().map(|route| route.key as i16).collect();
+        let count = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), count, "an API is routed twice");
+        for route in ROUTES {
+            assert!(route.min <= route.max, "{:?}", route.key);
+            assert!(
+                route.max <= route.key.valid_versions().max,
+                "{:?}",
+                route.key
+            );
+        }
+    }
+}
