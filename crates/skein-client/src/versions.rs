@@ -27,6 +27,7 @@ pub(crate) const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 
 /// This client's version range for an API.

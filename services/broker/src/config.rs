@@ -7,6 +7,8 @@ use skein_log::LogConfig;
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
     pub node_id: i32,
+    /// `broker.rack`: the controller spreads each partition's replicas over racks.
+    pub rack: Option<String>,
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: u16,
@@ -33,6 +35,9 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     /// `num.partitions`: partitions of an auto-created topic.
     pub default_partitions: i32,
+    /// `default.replication.factor`: replicas of an auto-created topic, and of one created
+    /// without a replication factor of its own.
+    pub default_replication_factor: i32,
     /// `group.initial.rebalance.delay.ms`: how long a new group waits for more members.
     pub group_initial_rebalance_delay_ms: u64,
     /// Topic defaults for the log (`retention.ms`, `segment.bytes`, ...).
@@ -45,6 +50,7 @@ impl BrokerConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             node_id: 0,
+            rack: None,
             advertised_host: "127.0.0.1".to_owned(),
             advertised_port: 9092,
             data_dir: data_dir.into(),
@@ -57,6 +63,7 @@ impl BrokerConfig {
             unauthenticated_acl_changes: false,
             auto_create_topics: true,
             default_partitions: 1,
+            default_replication_factor: 1,
             group_initial_rebalance_delay_ms: 3000,
             log: LogConfig::default(),
             default_min_insync_replicas: 1,

@@ -18,7 +18,7 @@ pub use skein_proto::replicas::Snapshots;
 use skein_proto::replicas::{Client, ControllerReplicas, Credential};
 use uuid::Uuid;
 
-use crate::topics::TopicInfo;
+use crate::topics::{BrokerEndpoint, PartitionPlacement, Placement, TopicInfo};
 
 /// Who this broker is to the controller.
 #[derive(Debug, Clone)]
@@ -28,6 +28,8 @@ pub struct BrokerIdentity {
     pub port: i32,
     /// The tenant whose topics this broker's Kafka listener serves.
     pub tenant: String,
+    /// `broker.rack`: replicas of a partition are spread over racks.
+    pub rack: Option<String>,
 }
 
 /// A registered broker's channels to the control-plane replicas.
@@ -94,7 +96,7 @@ impl ControllerLink {
                 node_id: self.identity.node_id,
                 host: self.identity.host.clone(),
                 port: self.identity.port,
-                rack: None,
+                rack: self.identity.rack.clone(),
                 tenant: Some(self.identity.tenant.clone()),
             }),
             incarnation: self.incarnation.clone(),
@@ -156,6 +158,25 @@ impl ControllerLink {
             .iter()
             .find(|q| q.tenant == self.identity.tenant && q.principal.is_none())
             .cloned()
+    }
+
+    /// The brokers in a snapshot that serve this tenant.
+    pub fn brokers_of(&self, snapshot: &pb::MetadataSnapshot) -> Vec<BrokerEndpoint> {
+        snapshot
+            .brokers
+            .iter()
+            .filter(|b| {
+                b.tenant
+                    .as_deref()
+                    .is_none_or(|t| t == self.identity.tenant)
+            })
+            .map(|b| BrokerEndpoint {
+                node_id: b.node_id,
+                host: b.host.clone(),
+                port: b.port,
+                rack: b.rack.clone(),
+            })
+            .collect()
     }
 
     /// This tenant's topics in a snapshot.
@@ -295,11 +316,33 @@ fn answered(response: pb::TopicResponse) -> Result<TopicInfo, ControllerError> {
         })
 }
 
+/// A topic of the controller's; `None` when its id does not parse or its partitions are not
+/// exactly 0..n.
 fn topic_info(topic: &pb::Topic) -> Option<TopicInfo> {
+    let mut partitions: Vec<&pb::Partition> = topic.partitions.iter().collect();
+    partitions.sort_by_key(|p| p.index);
+    let contiguous = partitions
+        .iter()
+        .enumerate()
+        .all(|(i, p)| usize::try_from(p.index).is_ok_and(|index| index == i));
+    if !contiguous {
+        return None;
+    }
+    let placement: Vec<PartitionPlacement> = partitions
+        .into_iter()
+        .map(|p| PartitionPlacement {
+            replicas: p.replicas.clone(),
+            isr: p.isr.clone(),
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+        })
+        .collect();
     Some(TopicInfo {
         name: topic.name.clone(),
         id: Uuid::parse_str(&topic.id).ok()?,
-        partitions: i32::try_from(topic.partitions.len()).ok()?,
+        partitions: i32::try_from(placement.len()).ok()?,
         configs: topic.configs.clone().into_iter().collect(),
+        placement: Placement::Assigned(placement.into()),
     })
 }

@@ -19,6 +19,8 @@ pub(crate) struct FetchTarget {
     pub(crate) partition: i32,
     pub(crate) fetch_offset: i64,
     pub(crate) max_bytes: i32,
+    /// The leader epoch the consumer believes current (KIP-320), -1 when it does not say.
+    pub(crate) current_leader_epoch: i32,
 }
 
 /// What a session-carrying request resolves to.

@@ -22,6 +22,7 @@ mod node;
 mod producer;
 mod quota;
 pub mod replica;
+mod replica_fetcher;
 mod router;
 pub mod topics;
 
@@ -48,7 +49,7 @@ pub fn topic_defaults(
 use listener::serve;
 pub use node::{Node, NodeSettings};
 pub use replica::ReplicaManager;
-pub use topics::{TopicInfo, TopicRegistry};
+pub use topics::{BrokerEndpoint, PartitionPlacement, Placement, TopicInfo, TopicRegistry};
 
 /// How long a topic must stay out of the controller's snapshots before its logs go.
 ///
@@ -85,6 +86,16 @@ pub struct Broker {
 }
 
 impl Broker {
+    /// The replication factor of a topic created without one: `default.replication.factor`
+    /// in a cluster; a broker on its own holds every partition's one replica.
+    pub(crate) fn default_replication_factor(&self) -> i32 {
+        if self.topics.is_controlled() {
+            self.config.default_replication_factor
+        } else {
+            1
+        }
+    }
+
     /// A broker on its own: topics from `<data>/topics`.
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
         let topics = TopicRegistry::open(&config.data_dir)?;
@@ -103,6 +114,7 @@ impl Broker {
             .await?
             .ok_or_else(|| anyhow::anyhow!("the controller closed the metadata stream"))?;
         let topics = TopicRegistry::controlled(link.clone(), link.topics_of(&first));
+        topics.set_brokers(link.brokers_of(&first));
         let acls = link.acls_of(&first);
         let quota = link.quota_of(&first);
         let controller = Some(link);
@@ -132,6 +144,7 @@ impl Broker {
                     message = snapshots.message() => match message {
                         Ok(Some(snapshot)) => {
                             let replaced = broker.topics.replace_all(link.topics_of(&snapshot));
+                            broker.topics.set_brokers(link.brokers_of(&snapshot));
                             let now = std::time::Instant::now();
                             broker
                                 .doomed

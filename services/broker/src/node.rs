@@ -104,7 +104,12 @@ impl Node {
         let heartbeats =
             link.spawn_heartbeats(settings.heartbeat_interval.max(Duration::from_millis(100)));
         let follower = broker.follow_controller(link, snapshots);
-        let aborted = vec![AbortOnDrop(Some(heartbeats)), AbortOnDrop(Some(follower))];
+        let fetchers = crate::replica_fetcher::spawn(Arc::clone(&broker));
+        let aborted = vec![
+            AbortOnDrop(Some(heartbeats)),
+            AbortOnDrop(Some(follower)),
+            AbortOnDrop(Some(fetchers)),
+        ];
         Self::run(broker, listener, &settings, aborted)
     }
 

@@ -47,6 +47,11 @@ pub(crate) trait Api {
         request: Self::Request,
     ) -> impl Future<Output = Option<Self::Response>> + Send + 'a;
 
+    /// Whether this request counts against the quota (a follower's fetch does not).
+    fn is_metered(_request: &Self::Request) -> bool {
+        true
+    }
+
     /// The bytes a metered call charges: the request's size or the answer's records.
     fn charged(_request_bytes: usize, _response: Option<&Self::Response>) -> u64 {
         0
@@ -88,7 +93,7 @@ fn boxed<'a, A: Api + 'static>(
 pub(crate) static ROUTES: &[Route] = {
     use handler::{
         acls, admin, api_versions, configs, fetch, group, init_producer_id, list_offsets, metadata,
-        produce,
+        offset_for_leader_epoch, produce,
     };
     &[
         Route::of::<produce::Produce>(),
@@ -118,6 +123,7 @@ pub(crate) static ROUTES: &[Route] = {
         Route::of::<acls::DescribeAcls>(),
         Route::of::<acls::CreateAcls>(),
         Route::of::<acls::DeleteAcls>(),
+        Route::of::<offset_for_leader_epoch::OffsetForLeaderEpoch>(),
     ]
 };
 
@@ -170,14 +176,15 @@ async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, Connect
         .map_err(|e| malformed(A::KEY, call.version, e))?;
     // Over a byte quota, the call waits here: that holds its connection back, as Kafka
     // mutes a throttled channel.
-    if let Some(metered) = A::METERED {
+    let metered = A::METERED.filter(|_| A::is_metered(&request));
+    if let Some(metered) = metered {
         let hold = call.broker.quotas.debt(metered);
         if !hold.is_zero() {
             tokio::time::sleep(hold).await;
         }
     }
     let mut response = A::handle(&call, request).await;
-    if let Some(metered) = A::METERED {
+    if let Some(metered) = metered {
         // Handled, then charged: the throttle applies to what comes next.
         let charged = A::charged(request_bytes, response.as_ref());
         let throttle = call.broker.quotas.charge(metered, charged);

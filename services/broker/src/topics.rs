@@ -21,6 +21,61 @@ pub struct TopicInfo {
     pub partitions: i32,
     /// Topic config overrides by Kafka name (checked before they are stored).
     pub configs: BTreeMap<String, String>,
+    /// Which brokers hold each partition and which of them leads it.
+    pub placement: Placement,
+}
+
+/// Where a topic's partitions live.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// A broker on its own holds the one replica of every partition and leads it, in epoch 0.
+    #[default]
+    Local,
+    /// As the controller placed them, by partition index.
+    Assigned(std::sync::Arc<[PartitionPlacement]>),
+}
+
+/// One partition's replicas (preferred leader first), in-sync replicas, leader and epochs,
+/// as the controller last decided them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionPlacement {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+impl TopicInfo {
+    /// Partition `index`'s placement; `local` is this broker's node id, the one replica of a
+    /// [`Placement::Local`] topic. `None` for an index the topic does not have.
+    pub fn placement_of(&self, index: i32, local: i32) -> Option<PartitionPlacement> {
+        if index < 0 || index >= self.partitions {
+            return None;
+        }
+        match &self.placement {
+            Placement::Local => Some(PartitionPlacement {
+                replicas: vec![local],
+                isr: vec![local],
+                leader: local,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }),
+            Placement::Assigned(partitions) => usize::try_from(index)
+                .ok()
+                .and_then(|i| partitions.get(i))
+                .cloned(),
+        }
+    }
+}
+
+/// A broker of the cluster, as clients are told to reach it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerEndpoint {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +114,9 @@ pub struct TopicRegistry {
     /// snapshot computed before the creation does not remove them, so clients are not told
     /// a topic they just created is unknown. Also ordering only, like `retired`.
     fresh: parking_lot::Mutex<BTreeMap<String, (Uuid, std::time::Instant)>>,
+    /// The cluster's live brokers that serve this broker's tenant, from the controller's
+    /// snapshots (empty for a broker on its own).
+    brokers: RwLock<Vec<BrokerEndpoint>>,
 }
 
 /// How long a topic created here is protected from snapshots that predate it.
@@ -155,6 +213,7 @@ impl TopicRegistry {
                         id,
                         partitions,
                         configs,
+                        placement: Placement::Local,
                     },
                 );
             }
@@ -164,6 +223,7 @@ impl TopicRegistry {
             topics: RwLock::new(topics),
             retired: parking_lot::Mutex::default(),
             fresh: parking_lot::Mutex::default(),
+            brokers: RwLock::default(),
         })
     }
 
@@ -178,6 +238,7 @@ impl TopicRegistry {
             topics: RwLock::new(topics),
             retired: parking_lot::Mutex::default(),
             fresh: parking_lot::Mutex::default(),
+            brokers: RwLock::default(),
         }
     }
 
@@ -233,6 +294,16 @@ impl TopicRegistry {
         replaced
     }
 
+    /// Replaces the cluster's brokers with the controller's view.
+    pub fn set_brokers(&self, brokers: Vec<BrokerEndpoint>) {
+        *self.brokers.write() = brokers;
+    }
+
+    /// The cluster's brokers serving this tenant (empty for a broker on its own).
+    pub fn brokers(&self) -> Vec<BrokerEndpoint> {
+        self.brokers.read().clone()
+    }
+
     pub fn get(&self, name: &str) -> Option<TopicInfo> {
         self.topics.read().get(name).cloned()
     }
@@ -272,6 +343,7 @@ impl TopicRegistry {
                     id: Uuid::nil(),
                     partitions,
                     configs,
+                    placement: Placement::Local,
                 });
             }
             let info = link
@@ -300,6 +372,7 @@ impl TopicRegistry {
             id: Uuid::new_v4(),
             partitions,
             configs,
+            placement: Placement::Local,
         };
         if validate_only {
             return Ok(info);
@@ -451,6 +524,7 @@ mod replace_tests {
             id,
             partitions,
             configs: BTreeMap::new(),
+            placement: Placement::Local,
         }
     }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use skein_catalog::{Catalog, CatalogError, NewTopic, Partition, Topic};
 
 use crate::controller::{now_ms, ControllerConfig, Leadership};
+use crate::placement::{self, Candidate, PlacementError};
 
 /// Why a topic change was refused.
 #[derive(Debug, thiserror::Error)]
@@ -68,42 +69,48 @@ impl TopicOps {
     }
 
     /// Replicas for partitions `first..first + count` over the live brokers that serve
-    /// `tenant` (by node id): partition `p` gets brokers `p, p + 1, ...` modulo their number,
-    /// so a topic's leaders (first replicas) spread evenly.
+    /// `tenant`, placed as Kafka does ([`placement::place`]); `leader_of_first` is the
+    /// preferred leader of the topic's partition 0 when it grows, so new partitions continue
+    /// its pattern.
     async fn place(
         &self,
         tenant: &str,
         first: i32,
         count: i32,
         replication: i32,
+        leader_of_first: Option<i32>,
     ) -> Result<Vec<Vec<i32>>, TopicOpError> {
-        if replication <= 0 {
-            return Err(TopicOpError::InvalidReplicationFactor(format!(
-                "replication factor {replication} must be positive"
-            )));
-        }
         let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
-        let live: Vec<_> = self
+        let live: Vec<Candidate> = self
             .catalog
             .live_brokers(now_ms() - session)
             .await?
             .into_iter()
             .filter(|b| b.tenant.as_deref().is_none_or(|t| t == tenant))
-            .collect();
-        if live.len() < replication as usize {
-            return Err(TopicOpError::NotEnoughBrokers {
-                replication,
-                live: live.len(),
-            });
-        }
-        let ids: Vec<i32> = live.iter().map(|b| b.node_id).collect();
-        Ok((first..first + count)
-            .map(|p| {
-                (0..replication)
-                    .map(|r| ids[(p as usize + r as usize) % ids.len()])
-                    .collect()
+            .map(|b| Candidate {
+                node_id: b.node_id,
+                rack: b.rack,
             })
-            .collect())
+            .collect();
+        let mut offsets = placement::Offsets::random(live.len());
+        if let Some(start) = leader_of_first.and_then(|leader| {
+            placement::arranged(&live)
+                .iter()
+                .position(|id| *id == leader)
+        }) {
+            // Partition p then leads where the topic's pattern puts it.
+            offsets.start = start;
+        }
+        placement::place(&live, first, count, replication, offsets).map_err(|e| match e {
+            PlacementError::NonPositive(_) => TopicOpError::InvalidReplicationFactor(e.to_string()),
+            PlacementError::TooFewBrokers {
+                replication,
+                brokers,
+            } => TopicOpError::NotEnoughBrokers {
+                replication,
+                live: brokers,
+            },
+        })
     }
 
     /// A tenant's topic with its partitions.
@@ -135,7 +142,7 @@ impl TopicOps {
         }
         Self::check_configs(&configs)?;
         let owner = self.catalog.tenant_by_name(tenant).await?;
-        let placement = self.place(tenant, 0, partitions, replication).await?;
+        let placement = self.place(tenant, 0, partitions, replication, None).await?;
         let topic = NewTopic {
             name: name.to_owned(),
             placement,
@@ -167,12 +174,19 @@ impl TopicOps {
                 topic.partitions
             )));
         }
+        let first_leader = self
+            .catalog
+            .partitions(&topic.id)
+            .await?
+            .first()
+            .and_then(|p| p.replicas.first().copied());
         let placement = self
             .place(
                 tenant,
                 topic.partitions,
                 count - topic.partitions,
                 topic.replication_factor,
+                first_leader,
             )
             .await?;
         self.catalog

@@ -4,8 +4,10 @@
 //! ```toml
 //! [broker]
 //! node_id = 0
+//! rack = "eu-west-1a"                   # broker.rack (optional)
 //! auto_create_topics = true             # auto.create.topics.enable
 //! default_partitions = 1                # num.partitions
+//! default_replication_factor = 1        # default.replication.factor
 //! group_initial_rebalance_delay_ms = 3000
 //! max_request_bytes = 104857600         # socket.request.max.bytes
 //! fetch_max_bytes = 57671680            # fetch.max.bytes
@@ -44,6 +46,8 @@ pub(crate) struct FileConfig {
 #[serde(deny_unknown_fields)]
 struct BrokerSection {
     node_id: Option<i32>,
+    rack: Option<String>,
+    default_replication_factor: Option<i32>,
     auto_create_topics: Option<bool>,
     default_partitions: Option<i32>,
     group_initial_rebalance_delay_ms: Option<u64>,
@@ -91,6 +95,11 @@ pub(crate) fn apply(
             match name {
                 "NODE_ID" => {
                     broker.node_id = Some(value.parse().with_context(|| parse("node id"))?)
+                }
+                "RACK" => broker.rack = Some(value.clone()),
+                "DEFAULT_REPLICATION_FACTOR" => {
+                    broker.default_replication_factor =
+                        Some(value.parse().with_context(|| parse("replication factor"))?)
                 }
                 "AUTO_CREATE_TOPICS" => {
                     broker.auto_create_topics =
@@ -140,6 +149,17 @@ pub(crate) fn apply(
     }
     if let Some(v) = broker.node_id {
         config.node_id = v;
+    }
+    if let Some(v) = broker.rack {
+        anyhow::ensure!(
+            !v.is_empty() && v.len() <= 255,
+            "rack must be 1 to 255 characters"
+        );
+        config.rack = Some(v);
+    }
+    if let Some(v) = broker.default_replication_factor {
+        anyhow::ensure!(v >= 1, "default_replication_factor must be at least 1");
+        config.default_replication_factor = v;
     }
     if let Some(v) = broker.auto_create_topics {
         config.auto_create_topics = v;
@@ -225,5 +245,31 @@ mod tests {
         .is_err());
         let env = vec![("SKEIN_BROKER_BOGUS".to_owned(), "1".to_owned())];
         assert!(apply(&mut BrokerConfig::new(dir.path()), None, env.into_iter()).is_err());
+    }
+
+    #[test]
+    fn rack_and_default_replication_factor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("skein.toml");
+        std::fs::write(
+            &path,
+            "[broker]\nrack = \"a\"\ndefault_replication_factor = 3\n",
+        )
+        .unwrap();
+        let mut config = BrokerConfig::new(dir.path());
+        let env = vec![("SKEIN_BROKER_RACK".to_owned(), "b".to_owned())];
+        apply(&mut config, Some(&path), env.into_iter()).unwrap();
+        assert_eq!(config.rack.as_deref(), Some("b"));
+        assert_eq!(config.default_replication_factor, 3);
+        for (key, value) in [
+            ("SKEIN_BROKER_DEFAULT_REPLICATION_FACTOR", "0"),
+            ("SKEIN_BROKER_RACK", ""),
+        ] {
+            let env = vec![(key.to_owned(), value.to_owned())];
+            assert!(
+                apply(&mut BrokerConfig::new(dir.path()), None, env.into_iter()).is_err(),
+                "{key}={value:?}"
+            );
+        }
     }
 }

@@ -51,6 +51,7 @@ pub(crate) fn identity(config: &BrokerConfig, tenant: &str) -> BrokerIdentity {
         host: config.advertised_host.clone(),
         port: i32::from(config.advertised_port),
         tenant: tenant.to_owned(),
+        rack: config.rack.clone(),
     }
 }
 

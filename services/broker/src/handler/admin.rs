@@ -136,7 +136,7 @@ async fn create_topic(
         }
     }
     let replication_factor = match topic.replication_factor {
-        -1 => 1,
+        -1 => broker.default_replication_factor(),
         n => i32::from(n),
     };
     match broker
@@ -305,7 +305,7 @@ pub(crate) fn delete_records(
                         .with_low_watermark(-1);
                     let deleted = broker
                         .replicas
-                        .partition(&name, p.partition_index)
+                        .leader(&name, p.partition_index, -1)
                         .and_then(|partition| partition.delete_records(p.offset));
                     match deleted {
                         Ok(low_watermark) => result.with_low_watermark(low_watermark),
@@ -326,10 +326,18 @@ pub(crate) fn describe_cluster(broker: &Broker) -> DescribeClusterResponse {
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_static_str("skein"))
         .with_controller_id(node)
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(node)
-            .with_host(StrBytes::from_string(broker.config.advertised_host.clone()))
-            .with_port(broker.config.advertised_port as i32)])
+        .with_brokers(
+            super::metadata::cluster_brokers(broker)
+                .into_iter()
+                .map(|b| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(b.node_id))
+                        .with_host(StrBytes::from_string(b.host))
+                        .with_port(b.port)
+                        .with_rack(b.rack.map(StrBytes::from_string))
+                })
+                .collect(),
+        )
 }
 
 /// CreateTopics versions 2 to 7.

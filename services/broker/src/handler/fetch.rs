@@ -25,7 +25,19 @@ use crate::Broker;
 
 const FINAL_EPOCH: i32 = -1;
 
+/// The replica a follower's fetch names (`replica_id`, in `replica_state` from v15), or
+/// `None` for a consumer's.
+fn follower_of(request: &FetchRequest) -> Option<i32> {
+    let id = if request.replica_state.replica_id.0 >= 0 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    (id >= 0).then_some(id)
+}
+
 pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16) -> FetchResponse {
+    let follower = follower_of(&request);
     // From v13 topics are named by id; an unknown id resolves to no name.
     let name_of = |name: &TopicName, id: &Uuid| -> String {
         if version >= 13 {
@@ -51,6 +63,7 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
             })
         })
         .collect();
@@ -90,13 +103,13 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
     loop {
         // Register for the wake-up before reading, so an append in between is not missed.
         let appended = broker.replicas.appended();
-        let (partitions, bytes) = read_once(broker, &targets, max_bytes, version);
+        let (partitions, bytes) = read_once(broker, &targets, max_bytes, version, follower);
         let done = bytes >= request.min_bytes.max(0) as u64 || Instant::now() >= deadline;
         if done || tokio::time::timeout_at(deadline, appended).await.is_err() {
             let partitions = if done {
                 partitions
             } else {
-                read_once(broker, &targets, max_bytes, version).0
+                read_once(broker, &targets, max_bytes, version, follower).0
             };
             return respond(
                 broker,
@@ -163,6 +176,7 @@ fn read_once(
     targets: &[FetchTarget],
     max_bytes: u64,
     version: i16,
+    follower: Option<i32>,
 ) -> (Vec<PartitionData>, u64) {
     let mut budget = max_bytes;
     let mut total = 0u64;
@@ -178,10 +192,22 @@ fn read_once(
             if t.topic.is_empty() && version >= 13 {
                 return answer.with_error_code(ResponseError::UnknownTopicId.code());
             }
-            let partition = match broker.replicas.partition(&t.topic, t.partition) {
-                Ok(partition) => partition,
-                Err(e) => return answer.with_error_code(partition_error_code(&e)),
-            };
+            let partition =
+                match broker
+                    .replicas
+                    .leader(&t.topic, t.partition, t.current_leader_epoch)
+                {
+                    Ok(partition) => partition,
+                    Err(e) => {
+                        let answer = answer.with_error_code(partition_error_code(&e));
+                        return match (&e, version >= 12) {
+                            (PartitionError::NotLeader { leader, .. }, true) => {
+                                answer.with_current_leader(super::leader_and_epoch(*leader))
+                            }
+                            _ => answer,
+                        };
+                    }
+                };
             let limit = (t.max_bytes.max(0) as u64).min(budget);
             let limit = match (limit, first) {
                 (0, false) => ReadLimit::Nothing,
@@ -190,7 +216,16 @@ fn read_once(
                 // large batch never blocks a consumer; others must fit.
                 (limit, true) => ReadLimit::AtLeastOneBatch(limit),
             };
-            let fetched = partition.read(t.fetch_offset, limit);
+            let fetched = match follower {
+                Some(replica) => {
+                    if !partition.has_replica(replica) {
+                        let error = PartitionError::NotAReplica { replica };
+                        return answer.with_error_code(partition_error_code(&error));
+                    }
+                    partition.read_for_follower(replica, t.fetch_offset, limit)
+                }
+                None => partition.read(t.fetch_offset, limit),
+            };
             let mut answer = answer
                 .with_high_watermark(fetched.high_watermark)
                 .with_last_stable_offset(fetched.high_watermark);
@@ -229,6 +264,11 @@ impl Api for Fetch {
 
     async fn handle(call: &Call<'_>, request: FetchRequest) -> Option<FetchResponse> {
         Some(handle(call.broker, request, call.version).await)
+    }
+
+    /// Replication is the cluster's traffic, not the tenant's.
+    fn is_metered(request: &FetchRequest) -> bool {
+        follower_of(request).is_none()
     }
 
     fn charged(_request_bytes: usize, response: Option<&FetchResponse>) -> u64 {

@@ -29,7 +29,6 @@ pub(crate) fn handle(
     version: i16,
 ) -> ListOffsetsResponse {
     // Leader epochs travel from v4 on; earlier versions must leave the field at its default.
-    let epoch = if version >= 4 { 0 } else { -1 };
     let topics = request
         .topics
         .into_iter()
@@ -43,7 +42,15 @@ pub(crate) fn handle(
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
-                    let partition = match broker.replicas.partition(&name, p.partition_index) {
+                    let current_epoch = if version >= 4 {
+                        p.current_leader_epoch
+                    } else {
+                        -1
+                    };
+                    let found = broker
+                        .replicas
+                        .leader(&name, p.partition_index, current_epoch);
+                    let partition = match found {
                         Ok(partition) => partition,
                         Err(e) => return answer.with_error_code(partition_error_code(&e)),
                     };
@@ -58,7 +65,11 @@ pub(crate) fn handle(
                         Ok(Some((offset, timestamp))) => answer
                             .with_offset(offset)
                             .with_timestamp(timestamp)
-                            .with_leader_epoch(epoch),
+                            .with_leader_epoch(if version >= 4 {
+                                partition.leader_epoch()
+                            } else {
+                                -1
+                            }),
                         Ok(None) => answer,
                         Err(e) => answer.with_error_code(partition_error_code(&e)),
                     }

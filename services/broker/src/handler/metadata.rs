@@ -1,18 +1,16 @@
 //! Metadata: brokers, topics and partition leaders; creates unknown topics when
 //! `auto.create.topics.enable` and the client allow it.
 
-use kafka_protocol::messages::ApiKey;
-
-use crate::router::{Api, Call};
-
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::topics::{TopicError, TopicInfo};
+use crate::router::{Api, Call};
+use crate::topics::{BrokerEndpoint, TopicError, TopicInfo};
 use crate::Broker;
 
 pub(crate) async fn handle(
@@ -20,7 +18,8 @@ pub(crate) async fn handle(
     request: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
-    let node = BrokerId(broker.config.node_id);
+    let node = broker.config.node_id;
+    let brokers = cluster_brokers(broker);
     let requested: Option<Vec<String>> = match request.topics {
         // v0 asks for every topic with an empty list; later versions with null.
         Some(topics) if !(version == 0 && topics.is_empty()) => Some(
@@ -33,28 +32,30 @@ pub(crate) async fn handle(
     };
     let allow_create =
         broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    let describe = |info: &TopicInfo| describe(info, node, &brokers, version);
     let topics = match requested {
-        None => broker
-            .topics
-            .list()
-            .iter()
-            .map(|t| describe(t, node, version))
-            .collect(),
+        None => broker.topics.list().iter().map(describe).collect(),
         Some(names) => {
             let mut topics = Vec::with_capacity(names.len());
             for name in &names {
                 topics.push(match broker.topics.get(name) {
-                    Some(info) => describe(&info, node, version),
+                    Some(info) => describe(&info),
                     None if allow_create => {
                         let created = broker
                             .topics
-                            .create(name, broker.config.default_partitions)
+                            .create_checked(
+                                name,
+                                broker.config.default_partitions,
+                                broker.default_replication_factor(),
+                                Default::default(),
+                                false,
+                            )
                             .await;
                         match created {
-                            Ok(info) => describe(&info, node, version),
+                            Ok(info) => describe(&info),
                             Err(TopicError::AlreadyExists { .. }) => {
                                 match broker.topics.get(name) {
-                                    Some(info) => describe(&info, node, version),
+                                    Some(info) => describe(&info),
                                     None => unknown(name, ResponseError::UnknownTopicOrPartition),
                                 }
                             }
@@ -74,28 +75,89 @@ pub(crate) async fn handle(
         }
     };
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(node)
-            .with_host(StrBytes::from_string(broker.config.advertised_host.clone()))
-            .with_port(broker.config.advertised_port as i32)])
+        .with_brokers(
+            brokers
+                .iter()
+                .map(|b| {
+                    let answer = MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(b.node_id))
+                        .with_host(StrBytes::from_string(b.host.clone()))
+                        .with_port(b.port);
+                    if version >= 1 {
+                        answer.with_rack(b.rack.clone().map(StrBytes::from_string))
+                    } else {
+                        answer
+                    }
+                })
+                .collect(),
+        )
         .with_cluster_id((version >= 2).then(|| StrBytes::from_static_str("skein")))
-        .with_controller_id(node)
+        // Every broker forwards cluster changes to the controller, so each may be asked.
+        .with_controller_id(BrokerId(node))
         .with_topics(topics)
 }
 
+/// The brokers clients may reach: the controller's live brokers serving this tenant, with
+/// this one always among them (a snapshot may predate its registration); a broker on its
+/// own is the whole cluster.
+pub(crate) fn cluster_brokers(broker: &Broker) -> Vec<BrokerEndpoint> {
+    let mut brokers = broker.topics.brokers();
+    if !brokers.iter().any(|b| b.node_id == broker.config.node_id) {
+        brokers.push(BrokerEndpoint {
+            node_id: broker.config.node_id,
+            host: broker.config.advertised_host.clone(),
+            port: i32::from(broker.config.advertised_port),
+            rack: broker.config.rack.clone(),
+        });
+    }
+    brokers.sort_by_key(|b| b.node_id);
+    brokers
+}
+
 /// Fields a version does not have must stay at their defaults, or encoding fails.
-fn describe(topic: &TopicInfo, node: BrokerId, version: i16) -> MetadataResponseTopic {
+fn describe(
+    topic: &TopicInfo,
+    node: i32,
+    brokers: &[BrokerEndpoint],
+    version: i16,
+) -> MetadataResponseTopic {
+    let live = |id: &i32| brokers.iter().any(|b| b.node_id == *id);
+    let ids = |list: &[i32]| list.iter().copied().map(BrokerId).collect::<Vec<_>>();
     let described = MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
         .with_partitions(
             (0..topic.partitions)
-                .map(|p| {
-                    MetadataResponsePartition::default()
-                        .with_partition_index(p)
-                        .with_leader_id(node)
-                        .with_leader_epoch(if version >= 7 { 0 } else { -1 })
-                        .with_replica_nodes(vec![node])
-                        .with_isr_nodes(vec![node])
+                .filter_map(|p| topic.placement_of(p, node).map(|placement| (p, placement)))
+                .map(|(p, placement)| {
+                    let answer = MetadataResponsePartition::default().with_partition_index(p);
+                    // A leader that is not live cannot be reached: clients wait for the
+                    // controller to elect another.
+                    let answer = if live(&placement.leader) {
+                        answer.with_leader_id(BrokerId(placement.leader))
+                    } else {
+                        answer
+                            .with_error_code(ResponseError::LeaderNotAvailable.code())
+                            .with_leader_id(BrokerId(-1))
+                    };
+                    let answer = answer
+                        .with_leader_epoch(if version >= 7 {
+                            placement.leader_epoch
+                        } else {
+                            -1
+                        })
+                        .with_replica_nodes(ids(&placement.replicas))
+                        .with_isr_nodes(ids(&placement.isr));
+                    if version >= 5 {
+                        let offline: Vec<i32> = placement
+                            .replicas
+                            .iter()
+                            .copied()
+                            .filter(|id| !live(id))
+                            .collect();
+                        answer.with_offline_replicas(ids(&offline))
+                    } else {
+                        answer
+                    }
                 })
                 .collect(),
         );

@@ -9,6 +9,7 @@ pub(crate) mod group;
 pub(crate) mod init_producer_id;
 pub(crate) mod list_offsets;
 pub(crate) mod metadata;
+pub(crate) mod offset_for_leader_epoch;
 pub(crate) mod produce;
 
 use kafka_protocol::ResponseError;
@@ -16,12 +17,44 @@ use skein_log::LogError;
 
 use crate::replica::PartitionError;
 
+/// The leader a NOT_LEADER_OR_FOLLOWER answer names (KIP-951), -1 and -1 when none.
+pub(crate) fn leader_and_epoch<T: LeaderAndEpoch>(leader: Option<(i32, i32)>) -> T {
+    let (id, epoch) = leader.unwrap_or((-1, -1));
+    T::of(id, epoch)
+}
+
+/// Produce's and Fetch's `current_leader` fields, which are two types of one shape.
+pub(crate) trait LeaderAndEpoch {
+    fn of(id: i32, epoch: i32) -> Self;
+}
+
+impl LeaderAndEpoch for kafka_protocol::messages::produce_response::LeaderIdAndEpoch {
+    fn of(id: i32, epoch: i32) -> Self {
+        Self::default()
+            .with_leader_id(kafka_protocol::messages::BrokerId(id))
+            .with_leader_epoch(epoch)
+    }
+}
+
+impl LeaderAndEpoch for kafka_protocol::messages::fetch_response::LeaderIdAndEpoch {
+    fn of(id: i32, epoch: i32) -> Self {
+        Self::default()
+            .with_leader_id(kafka_protocol::messages::BrokerId(id))
+            .with_leader_epoch(epoch)
+    }
+}
+
 /// The Kafka error code for a failed partition operation, decided once here.
 pub(crate) fn partition_error_code(err: &PartitionError) -> i16 {
     match err {
         PartitionError::UnknownTopicOrPartition { .. } => {
             ResponseError::UnknownTopicOrPartition.code()
         }
+        PartitionError::NotLeader { .. } | PartitionError::NotAReplica { .. } => {
+            ResponseError::NotLeaderOrFollower.code()
+        }
+        PartitionError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch.code(),
+        PartitionError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch.code(),
         PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas.code(),
         PartitionError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
         PartitionError::Producer(error) => error.code(),

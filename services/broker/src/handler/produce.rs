@@ -4,7 +4,10 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
+use std::time::Duration;
+
 use skein_log::LogError;
+use tokio::time::Instant;
 
 use super::partition_error_code;
 use crate::quota::Metered;
@@ -12,8 +15,17 @@ use crate::replica::PartitionError;
 use crate::router::{Api, Call};
 use crate::Broker;
 
-pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> ProduceResponse {
+pub(crate) async fn handle(
+    broker: &Broker,
+    request: ProduceRequest,
+    version: i16,
+) -> ProduceResponse {
+    let deadline =
+        Instant::now() + Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let mut responses = Vec::with_capacity(request.topic_data.len());
+    // acks=all answers wait for the ISR: ((topic, partition) index in the answer,
+    // partition, the offset after its records).
+    let mut waiting = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.as_str().to_owned();
         // Kafka: "Cannot append to internal topic". Only the coordinators write there.
@@ -30,32 +42,35 @@ pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> 
                     .push(answer.with_error_code(ResponseError::InvalidTopicException.code()));
                 continue;
             }
-            let written = broker
-                .replicas
-                .partition(&name, data.index)
-                .and_then(|partition| {
-                    let records = data
-                        .records
-                        .as_deref()
-                        .ok_or(PartitionError::Log(LogError::EmptyAppend))?;
-                    partition.append(records, request.acks)
-                });
+            let partition = match broker.replicas.leader(&name, data.index, -1) {
+                Ok(partition) => partition,
+                Err(e) => {
+                    partitions.push(refused(answer, &name, data.index, &e, version));
+                    continue;
+                }
+            };
+            let written = data
+                .records
+                .as_deref()
+                .ok_or(PartitionError::Log(LogError::EmptyAppend))
+                .and_then(|records| partition.append(records, request.acks));
             let answer = match written {
                 Ok(appended) => {
                     let answer = answer
                         .with_base_offset(appended.base_offset)
                         .with_log_append_time_ms(appended.log_append_time.unwrap_or(-1));
-                    if version >= 5 {
+                    let answer = if version >= 5 {
                         answer.with_log_start_offset(appended.log_start_offset)
                     } else {
                         answer
+                    };
+                    if request.acks == -1 {
+                        let at = (responses.len(), partitions.len());
+                        waiting.push((at, partition, appended.end_offset));
                     }
+                    answer
                 }
-                Err(e) => {
-                    let code = partition_error_code(&e);
-                    tracing::debug!(topic = %name, partition = data.index, code, error = %e, "produce refused");
-                    answer.with_error_code(code)
-                }
+                Err(e) => refused(answer, &name, data.index, &e, version),
             };
             partitions.push(answer);
         }
@@ -65,7 +80,43 @@ pub(crate) fn handle(broker: &Broker, request: ProduceRequest, version: i16) -> 
                 .with_partition_responses(partitions),
         );
     }
+    // The purgatory: each acks=all write waits until the ISR has it or the timeout passes.
+    let outcomes = futures::future::join_all(
+        waiting
+            .iter()
+            .map(|(_, partition, end)| partition.replicated(*end, deadline)),
+    )
+    .await;
+    for (((t, p), partition, _), replicated) in waiting.iter().zip(outcomes) {
+        let answer = &mut responses[*t].partition_responses[*p];
+        let required = partition.min_insync_replicas();
+        if !replicated {
+            answer.error_code = ResponseError::RequestTimedOut.code();
+        } else if partition.in_sync() < required {
+            answer.error_code = ResponseError::NotEnoughReplicasAfterAppend.code();
+        }
+    }
     ProduceResponse::default().with_responses(responses)
+}
+
+/// A partition's answer for a write it refused, naming the leader where one is known and
+/// the version has the field.
+fn refused(
+    answer: PartitionProduceResponse,
+    topic: &str,
+    partition: i32,
+    e: &PartitionError,
+    version: i16,
+) -> PartitionProduceResponse {
+    let code = partition_error_code(e);
+    tracing::debug!(%topic, partition, code, error = %e, "produce refused");
+    let answer = answer.with_error_code(code);
+    match (e, version >= 10) {
+        (PartitionError::NotLeader { leader, .. }, true) => {
+            answer.with_current_leader(super::leader_and_epoch(*leader))
+        }
+        _ => answer,
+    }
 }
 
 /// Produce versions 3 (the first with RecordBatch v2) to 12, metered by request bytes.
@@ -80,7 +131,7 @@ impl Api for Produce {
 
     async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
         let acks = request.acks;
-        let response = handle(call.broker, request, call.version);
+        let response = handle(call.broker, request, call.version).await;
         (acks != 0).then_some(response)
     }
 

@@ -2,8 +2,13 @@
 //! producers' state; a handler gets a `Partition` from `ReplicaManager::partition` and
 //! calls its operations (append, read, offsets, delete records), never a log itself.
 //!
-//! Today a partition has one replica: this broker leads it, it is its own ISR, and its high
-//! watermark is its log end offset.
+//! Which broker leads a partition, and in which leader epoch, is the controller's decision
+//! (the topic's [`Placement`](crate::topics::Placement)); a broker on its own leads every
+//! partition in epoch 0. Clients are served only by the leader: another broker answers
+//! NOT_LEADER_OR_FOLLOWER naming the leader, and a request carrying a leader epoch (KIP-320)
+//! older than the partition's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+//! Followers do not copy their leaders' logs yet: a partition's high watermark is its
+//! leader's log end offset, and `acks=all` counts the leader as the one replica in sync.
 //!
 //! **Invariant:** a partition is served only from a log whose directory names its topic's
 //! current id. One of another id (a deleted topic of the same name) is deleted and an empty
@@ -13,12 +18,16 @@
 //! meanwhile cannot delete the new topic's log to make room for the old one.
 
 mod error;
+mod follower;
 mod partition;
+mod progress;
 
 use std::sync::Arc;
 
 pub use error::PartitionError;
+pub(crate) use follower::FollowedPartition;
 pub(crate) use partition::{OffsetSpec, Partition, ReadLimit};
+use progress::Progress;
 use skein_log::topic_config::{self, TopicSettings};
 use skein_log::{LogError, LogManager, LogManagerConfig, SystemClock, TopicPartition};
 use tokio::sync::Notify;
@@ -28,12 +37,16 @@ use crate::{BrokerConfig, TopicInfo, TopicRegistry};
 
 #[derive(Debug)]
 pub struct ReplicaManager {
+    /// This broker's node id: the replica it is in every placement.
+    node_id: i32,
     logs: LogManager,
     topics: Arc<TopicRegistry>,
     defaults: TopicSettings,
     producers: ProducerStates,
     /// Woken on every append, so waiting fetches read again.
     appended: Notify,
+    /// High watermarks and followers' progress.
+    progress: Progress,
     /// Held while a partition log is opened, created or deleted for a topic id.
     log_identity: parking_lot::Mutex<()>,
 }
@@ -53,6 +66,7 @@ impl ReplicaManager {
             Arc::new(SystemClock),
         )?;
         let manager = Self {
+            node_id: config.node_id,
             logs,
             topics,
             defaults: TopicSettings {
@@ -61,6 +75,7 @@ impl ReplicaManager {
             },
             producers: ProducerStates::default(),
             appended: Notify::new(),
+            progress: Progress::default(),
             log_identity: parking_lot::Mutex::new(()),
         };
         manager.settle_partitions();
@@ -81,19 +96,40 @@ impl ReplicaManager {
         self.logs.close()
     }
 
-    /// A partition of a known topic, its log opened (or created) with the topic's settings.
-    pub(crate) fn partition(
+    /// A partition of a known topic that this broker leads, its log opened (or created) with
+    /// the topic's settings. `current_leader_epoch` is the epoch the caller believes current
+    /// (KIP-320), -1 for a caller that does not say.
+    pub(crate) fn leader(
         &self,
         topic: &str,
         index: i32,
+        current_leader_epoch: i32,
     ) -> Result<Partition<'_>, PartitionError> {
         let unknown = || PartitionError::UnknownTopicOrPartition {
             topic: topic.to_owned(),
             partition: index,
         };
         let info = self.topics.get(topic).ok_or_else(unknown)?;
-        if index < 0 || index >= info.partitions {
-            return Err(unknown());
+        let placement = info.placement_of(index, self.node_id).ok_or_else(unknown)?;
+        let current = placement.leader_epoch;
+        if current_leader_epoch >= 0 && current_leader_epoch < current {
+            return Err(PartitionError::FencedLeaderEpoch {
+                requested: current_leader_epoch,
+                current,
+            });
+        }
+        if current_leader_epoch > current {
+            return Err(PartitionError::UnknownLeaderEpoch {
+                requested: current_leader_epoch,
+                current,
+            });
+        }
+        if placement.leader != self.node_id {
+            return Err(PartitionError::NotLeader {
+                topic: topic.to_owned(),
+                partition: index,
+                leader: (placement.leader >= 0).then_some((placement.leader, current)),
+            });
         }
         let tp = TopicPartition::new(topic, index);
         let log = match self.logs.get_for(&tp, info.id) {
@@ -104,8 +140,62 @@ impl ReplicaManager {
             manager: self,
             tp,
             info,
+            leader_epoch: current,
+            placement,
             log,
         })
+    }
+
+    /// A partition this broker follows (a replica, not the leader), its log opened.
+    pub(crate) fn follower(
+        &self,
+        topic: &str,
+        index: i32,
+    ) -> Result<FollowedPartition<'_>, PartitionError> {
+        let unknown = || PartitionError::UnknownTopicOrPartition {
+            topic: topic.to_owned(),
+            partition: index,
+        };
+        let info = self.topics.get(topic).ok_or_else(unknown)?;
+        let placement = info.placement_of(index, self.node_id).ok_or_else(unknown)?;
+        if placement.leader == self.node_id || !placement.replicas.contains(&self.node_id) {
+            return Err(unknown());
+        }
+        let tp = TopicPartition::new(topic, index);
+        let log = match self.logs.get_for(&tp, info.id) {
+            Some(log) => log,
+            None => self.open_partition_log(&tp).ok_or_else(unknown)?,
+        };
+        Ok(FollowedPartition {
+            manager: self,
+            tp,
+            leader: placement.leader,
+            leader_epoch: placement.leader_epoch,
+            log,
+        })
+    }
+
+    /// Every partition this broker follows, by its leader: (topic, partition).
+    pub(crate) fn followed(&self) -> std::collections::BTreeMap<i32, Vec<(String, i32)>> {
+        let mut by_leader: std::collections::BTreeMap<i32, Vec<(String, i32)>> =
+            std::collections::BTreeMap::new();
+        for info in self.topics.list() {
+            for index in 0..info.partitions {
+                let Some(placement) = info.placement_of(index, self.node_id) else {
+                    continue;
+                };
+                if placement.leader >= 0
+                    && placement.leader != self.node_id
+                    && placement.replicas.contains(&self.node_id)
+                {
+                    by_leader
+                        .entry(placement.leader)
+                        .or_default()
+                        .push((info.name.clone(), index));
+                }
+            }
+        }
+        by_leader
     }
 
     /// A future that completes at the next append to any partition; create it before reading,
@@ -177,7 +267,10 @@ impl ReplicaManager {
         for partition in 0..info.partitions {
             let tp = TopicPartition::new(&info.name, partition);
             match self.logs.delete_for(&tp, info.id) {
-                Ok(true) => self.producers.forget(&tp),
+                Ok(true) => {
+                    self.producers.forget(&tp);
+                    self.progress.forget(&tp);
+                }
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(topic = %info.name, partition, error = %e, "failed to delete partition log");

@@ -6,8 +6,10 @@ use bytes::{Bytes, BytesMut};
 use skein_log::batch::BatchHeader;
 use skein_log::{LogError, SharedLog, TopicPartition};
 
+use super::progress::LeaderView;
 use super::{PartitionError, ReplicaManager};
 use crate::producer::Verdict;
+use crate::topics::PartitionPlacement;
 use crate::TopicInfo;
 
 /// A partition of a known topic, with its log open.
@@ -15,6 +17,10 @@ pub(crate) struct Partition<'a> {
     pub(super) manager: &'a ReplicaManager,
     pub(super) tp: TopicPartition,
     pub(super) info: TopicInfo,
+    /// The epoch this broker leads the partition in: appended batches carry it.
+    pub(super) leader_epoch: i32,
+    /// Its replicas and ISR as the controller last decided them.
+    pub(super) placement: PartitionPlacement,
     pub(super) log: SharedLog,
 }
 
@@ -24,6 +30,9 @@ pub(crate) struct Partition<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Appended {
     pub base_offset: i64,
+    /// The offset after the last record written: `acks=all` waits for the high watermark
+    /// to reach it.
+    pub end_offset: i64,
     pub log_append_time: Option<i64>,
     pub log_start_offset: i64,
 }
@@ -61,19 +70,72 @@ pub(crate) enum OffsetSpec {
 }
 
 impl Partition<'_> {
+    /// The epoch this broker leads the partition in.
+    pub(crate) fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
+    fn view(&self, log_end: u64) -> LeaderView<'_> {
+        LeaderView {
+            node_id: self.manager.node_id,
+            epoch: self.leader_epoch,
+            log_end,
+            isr: &self.placement.isr,
+        }
+    }
+
+    /// The partition's high watermark: consumers read below it.
+    pub(crate) fn high_watermark(&self) -> i64 {
+        let log_end = self.log.read().log_end_offset();
+        self.manager.progress.high_watermark(&self.tp, log_end) as i64
+    }
+
+    /// The topic's `min.insync.replicas`.
+    pub(crate) fn min_insync_replicas(&self) -> i32 {
+        self.manager.min_insync_replicas(&self.info)
+    }
+
+    /// Whether broker `id` holds a replica of the partition.
+    pub(crate) fn has_replica(&self, id: i32) -> bool {
+        self.placement.replicas.contains(&id)
+    }
+
+    /// How many replicas are in sync, this one included.
+    pub(crate) fn in_sync(&self) -> i32 {
+        i32::try_from(self.placement.isr.len())
+            .unwrap_or(i32::MAX)
+            .max(1)
+    }
+
+    /// Waits until the high watermark reaches `end_offset` (every in-sync replica has the
+    /// records before it) or `deadline` passes; answers whether it did.
+    pub(crate) async fn replicated(&self, end_offset: i64, deadline: tokio::time::Instant) -> bool {
+        loop {
+            let advanced = self.manager.progress.replicated();
+            if self.high_watermark() >= end_offset {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, advanced).await.is_err() {
+                return self.high_watermark() >= end_offset;
+            }
+        }
+    }
+
     /// Appends a producer's records (`acks` as the request gives it): in one write when no
     /// batch comes from an idempotent producer, else batch by batch through the producer's
     /// sequence check. Waiting fetches are woken.
     pub(crate) fn append(&self, records: &[u8], acks: i16) -> Result<Appended, PartitionError> {
-        // One replica: acks=all cannot be met when the topic asks for more in sync.
+        // acks=all needs min.insync.replicas in sync before anything is written.
         let required = self.manager.min_insync_replicas(&self.info);
-        if acks == -1 && required > 1 {
-            return Err(PartitionError::NotEnoughReplicas {
-                required,
-                in_sync: 1,
-            });
+        let in_sync = self.in_sync();
+        if acks == -1 && in_sync < required {
+            return Err(PartitionError::NotEnoughReplicas { required, in_sync });
         }
         let appended = self.append_batches(records)?;
+        let log_end = appended.end_offset.max(0) as u64;
+        self.manager
+            .progress
+            .leader_advanced(&self.tp, self.view(log_end));
         self.manager.appended.notify_waiters();
         Ok(appended)
     }
@@ -98,9 +160,10 @@ impl Partition<'_> {
         if !batches.iter().any(|(_, h)| h.producer_id >= 0) {
             // The log rewrites offsets in place: one copy out of the request buffer.
             let mut bytes = BytesMut::from(records);
-            let info = log.append(&mut bytes, 0)?;
+            let info = log.append(&mut bytes, self.leader_epoch)?;
             return Ok(Appended {
                 base_offset: info.first_offset as i64,
+                end_offset: info.last_offset as i64 + 1,
                 log_append_time: info.log_append_time,
                 log_start_offset: log.log_start_offset() as i64,
             });
@@ -114,7 +177,7 @@ impl Partition<'_> {
             match state.check(&header) {
                 Verdict::Append => {
                     let mut bytes = BytesMut::from(&records[at..at + header.size()]);
-                    let info = log.append(&mut bytes, 0)?;
+                    let info = log.append(&mut bytes, self.leader_epoch)?;
                     state.record(&header, info.first_offset as i64);
                     first.get_or_insert(info.first_offset as i64);
                     log_append_time = log_append_time.or(info.log_append_time);
@@ -127,15 +190,46 @@ impl Partition<'_> {
         }
         Ok(Appended {
             base_offset: first.unwrap_or(-1),
+            end_offset: log.log_end_offset() as i64,
             log_append_time,
             log_start_offset: log.log_start_offset() as i64,
         })
     }
 
-    /// Reads whole batches from `offset` up to the high watermark, within `limit`.
+    /// Reads whole batches from `offset` up to the high watermark, within `limit` (a
+    /// consumer's read).
     pub(crate) fn read(&self, offset: i64, limit: ReadLimit) -> Fetched {
+        self.read_below(offset, limit, None)
+    }
+
+    /// A follower's read: whole batches from `offset` up to the log end. The fetch offset
+    /// reports what the follower has, which may advance the high watermark.
+    pub(crate) fn read_for_follower(
+        &self,
+        follower: i32,
+        offset: i64,
+        limit: ReadLimit,
+    ) -> Fetched {
+        self.read_below(offset, limit, Some(follower))
+    }
+
+    fn read_below(&self, offset: i64, limit: ReadLimit, follower: Option<i32>) -> Fetched {
         let log = self.log.read();
-        let high_watermark = log.log_end_offset();
+        let log_end = log.log_end_offset();
+        let high_watermark = match (follower, u64::try_from(offset)) {
+            (Some(follower), Ok(fetched)) => self.manager.progress.follower_fetched(
+                &self.tp,
+                self.view(log_end),
+                follower,
+                fetched,
+            ),
+            _ => self.manager.progress.high_watermark(&self.tp, log_end),
+        };
+        let upper = if follower.is_some() {
+            log_end
+        } else {
+            high_watermark
+        };
         let mut fetched = Fetched {
             high_watermark: high_watermark as i64,
             log_start_offset: log.log_start_offset() as i64,
@@ -150,7 +244,11 @@ impl Partition<'_> {
             ReadLimit::Within(n) => (n, false),
             ReadLimit::AtLeastOneBatch(n) => (n, true),
         };
-        fetched.records = match log.read(from, max_bytes, Some(high_watermark)) {
+        if from > upper && from <= log_end {
+            // Written but not yet replicated: nothing to read yet, and not out of range.
+            return fetched;
+        }
+        fetched.records = match log.read(from, max_bytes, Some(upper)) {
             Ok(slice) => match slice.region {
                 None => Ok(None),
                 Some(region) if !may_exceed && region.len() > max_bytes => Ok(None),
@@ -172,7 +270,12 @@ impl Partition<'_> {
     pub(crate) fn offset(&self, spec: OffsetSpec) -> Result<Option<(i64, i64)>, PartitionError> {
         let log = self.log.read();
         let found = match spec {
-            OffsetSpec::Latest => Some((log.log_end_offset(), -1)),
+            OffsetSpec::Latest => Some((
+                self.manager
+                    .progress
+                    .high_watermark(&self.tp, log.log_end_offset()),
+                -1,
+            )),
             OffsetSpec::Earliest => Some((log.log_start_offset(), -1)),
             OffsetSpec::MaxTimestamp => log.max_timestamp_offset()?,
             OffsetSpec::Timestamp(ts) => log.offset_for_timestamp(ts)?,
@@ -180,15 +283,28 @@ impl Partition<'_> {
         Ok(found.map(|(offset, timestamp)| (offset as i64, timestamp)))
     }
 
+    /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` this log holds and the
+    /// offset where it ends (the log end for the latest); `None` when it holds none.
+    pub(crate) fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        self.log
+            .read()
+            .end_offset_for_epoch(epoch)
+            .map(|entry| (entry.epoch, entry.start_offset as i64))
+    }
+
     /// Deletes every record below `before` (-1: below the high watermark) by moving the log
     /// start; answers the new log start.
     pub(crate) fn delete_records(&self, before: i64) -> Result<i64, PartitionError> {
         let mut log = self.log.write();
-        let target = if before == -1 {
-            log.log_end_offset() as i64
-        } else {
-            before
-        };
+        let high_watermark = self
+            .manager
+            .progress
+            .high_watermark(&self.tp, log.log_end_offset()) as i64;
+        // Kafka: records at or past the high watermark cannot be deleted.
+        let target = if before == -1 { high_watermark } else { before };
+        if target > high_watermark {
+            return Err(PartitionError::OffsetOutOfRange { offset: before });
+        }
         let Ok(target) = u64::try_from(target) else {
             return Err(PartitionError::OffsetOutOfRange { offset: before });
         };

@@ -1,0 +1,69 @@
+//! OffsetForLeaderEpoch (KIP-101, KIP-279): where a leader epoch ends in the leader's log.
+//! A follower asks before it follows, and truncates its log to the answer, so a tail written
+//! in an epoch the leader does not share is removed; consumers ask to detect truncation
+//! (KIP-320).
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+
+use super::partition_error_code;
+use crate::router::{Api, Call};
+use crate::Broker;
+
+/// Kafka's answer for an epoch the log has no record of: -1 and -1.
+const UNDEFINED: (i32, i64) = (-1, -1);
+
+pub(crate) fn handle(
+    broker: &Broker,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.topic.0.as_str().to_owned();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let answer = EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1);
+                    match broker
+                        .replicas
+                        .leader(&name, p.partition, p.current_leader_epoch)
+                    {
+                        Ok(partition) => {
+                            let (epoch, end) = partition
+                                .end_offset_for_epoch(p.leader_epoch)
+                                .unwrap_or(UNDEFINED);
+                            answer.with_leader_epoch(epoch).with_end_offset(end)
+                        }
+                        Err(e) => answer.with_error_code(partition_error_code(&e)),
+                    }
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+/// OffsetForLeaderEpoch versions 2 (the first with the current leader epoch) to 4.
+pub(crate) struct OffsetForLeaderEpoch;
+
+impl Api for OffsetForLeaderEpoch {
+    type Request = OffsetForLeaderEpochRequest;
+    type Response = OffsetForLeaderEpochResponse;
+    const KEY: ApiKey = ApiKey::OffsetForLeaderEpoch;
+    const VERSIONS: (i16, i16) = (2, 4);
+
+    async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        Some(handle(call.broker, request))
+    }
+}

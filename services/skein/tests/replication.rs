@@ -1,0 +1,167 @@
+//! Three broker processes of one tenant on a control-plane process and a real PostgreSQL:
+//! followers copy their leaders' logs with replica fetches, the high watermark is the
+//! smallest log end in the ISR (consumers never see past it), `acks=all` answers only when
+//! every in-sync replica has the records, and the replicas' segment files end up identical.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::kafka::{name, RawKafka};
+use common::processes::*;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use skein_records::{build_batch, Compression, NewRecord, ProducerFields};
+
+fn batch(count: usize) -> Vec<u8> {
+    let records: Vec<NewRecord> = (0..count)
+        .map(|i| NewRecord {
+            key: None,
+            value: Some(format!("raw-{i}").into_bytes()),
+            headers: vec![],
+            timestamp: 1_700_000_000_000,
+        })
+        .collect();
+    build_batch(&records, Compression::None, ProducerFields::NONE).unwrap()
+}
+
+/// Produces one batch of `count` records with `acks`; answers the partition's error code.
+fn produce(raw: &mut RawKafka, partition: i32, count: usize, acks: i16, timeout_ms: i32) -> i16 {
+    let request = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name("replicated"))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch(count).into()))])]);
+    let response: ProduceResponse = raw.call(ApiKey::Produce, 9, &request);
+    response.responses[0].partition_responses[0].error_code
+}
+
+fn signal(process: &Process, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &process.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn followers_copy_their_leaders_and_the_high_watermark_waits_for_the_isr() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("replication").unwrap();
+    let (cp, admin, controller) = control_plane(&url);
+    let created = common::http(
+        &admin,
+        "POST",
+        "/v1/tenants",
+        Some(TOKEN),
+        r#"{"name":"acme"}"#,
+    );
+    assert_eq!(created.0, 201);
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let brokers: Vec<(Process, String)> = (1..=3)
+        .map(|node| tenant_broker(&controller, dirs[node as usize - 1].path(), "acme", node))
+        .collect();
+    let bootstrap: Vec<&str> = brokers.iter().map(|(_, b)| b.as_str()).collect();
+    let all = bootstrap.join(",");
+    wait_for(|| {
+        let out = script(
+            &python,
+            "cluster_placement.py",
+            &all,
+            &["create", "replicated", "3", "3", "min.insync.replicas=2"],
+        );
+        out.contains(r#""error": "ok""#).then_some(())
+    });
+
+    // acks=all: every record acknowledged is read back.
+    let trip = script(
+        &python,
+        "cluster_placement.py",
+        &all,
+        &["round-trip", "replicated", "3", "300"],
+    );
+    let trip: serde_json::Value = serde_json::from_str(trip.trim()).unwrap();
+    assert_eq!(trip["acked"], 300, "{trip}");
+    assert_eq!(trip["read"], 300, "{trip}");
+
+    // Partition 0's leader, and a follower of it that leads another partition.
+    let described: serde_json::Value = serde_json::from_str(
+        script(
+            &python,
+            "cluster_placement.py",
+            &all,
+            &["describe", "replicated"],
+        )
+        .trim(),
+    )
+    .unwrap();
+    let leader_of = |p: &str| described["partitions"][p]["leader"].as_i64().unwrap() as usize;
+    let leader = leader_of("0");
+    let follower = (1..=3).find(|n| *n != leader).unwrap();
+    let mut at_leader = RawKafka::connect(bootstrap[leader - 1]);
+    let before = at_leader.latest_offset("replicated", 0);
+    assert_eq!(
+        before, 100,
+        "the round trip wrote 100 records to each partition"
+    );
+
+    // A stopped follower (still in the ISR) holds the high watermark: an acks=1 write is
+    // stored by the leader but consumers do not see it, and acks=all times out.
+    signal(&brokers[follower - 1].0, "-STOP");
+    assert_eq!(produce(&mut at_leader, 0, 5, 1, 5000), 0);
+    assert_eq!(
+        produce(&mut at_leader, 0, 5, -1, 1500),
+        7,
+        "REQUEST_TIMED_OUT"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(at_leader.latest_offset("replicated", 0), before);
+
+    // Resumed, it catches up; the high watermark takes in all ten.
+    signal(&brokers[follower - 1].0, "-CONT");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while at_leader.latest_offset("replicated", 0) < before + 10 {
+        assert!(Instant::now() < deadline, "the high watermark never moved");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(at_leader.latest_offset("replicated", 0), before + 10);
+    // acks=all now answers at once.
+    assert_eq!(produce(&mut at_leader, 0, 5, -1, 5000), 0);
+    assert_eq!(at_leader.latest_offset("replicated", 0), before + 15);
+
+    // Every replica holds the same bytes: followers copy batches as the leader wrote them.
+    let mut brokers = brokers;
+    let wait_caught_up = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    while let Some((process, _)) = brokers.pop() {
+        process.stop();
+    }
+    assert!(wait_caught_up.elapsed() < Duration::from_secs(60));
+    for partition in 0..3 {
+        let segments: BTreeMap<usize, Vec<u8>> = dirs
+            .iter()
+            .enumerate()
+            .map(|(i, dir)| {
+                let path = dir.path().join(format!(
+                    "logs/replicated-{partition}/00000000000000000000.log"
+                ));
+                (
+                    i,
+                    std::fs::read(&path).unwrap_or_else(|e| panic!("{path:?}: {e}")),
+                )
+            })
+            .collect();
+        assert!(!segments[&0].is_empty());
+        assert_eq!(segments[&0], segments[&1], "partition {partition}");
+        assert_eq!(segments[&0], segments[&2], "partition {partition}");
+    }
+    cp.stop();
+}

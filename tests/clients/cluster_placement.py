@@ -1,0 +1,82 @@
+"""confluent-kafka against several brokers of one tenant joined to the controller.
+
+Usage: cluster_placement.py BOOTSTRAP PHASE ARGS...
+  create NAME PARTITIONS RF [KEY=VALUE ...]: create a topic (with those configs) through
+          CreateTopics; print the Kafka error's name, or "ok";
+  describe NAME: the topic's partitions (leader, replicas, ISR) from Metadata, and the
+          cluster's brokers with their racks from DescribeCluster;
+  round-trip NAME PARTITIONS COUNT: produce COUNT numbered records (record i to partition
+          i % PARTITIONS, acks=all), then read every partition from the start; print how
+          many were acknowledged and how many read back, and any missing.
+Prints one line of JSON; exits non-zero on any failure.
+"""
+import json
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+BOOTSTRAP, PHASE, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
+admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+
+if PHASE == "create":
+    name, partitions, rf = ARGS[0], int(ARGS[1]), int(ARGS[2])
+    configs = dict(kv.split("=", 1) for kv in ARGS[3:])
+    try:
+        admin.create_topics([NewTopic(name, partitions, rf, config=configs)])[name].result(30)
+        print(json.dumps({"error": "ok"}))
+    except KafkaException as e:
+        print(json.dumps({"error": e.args[0].name(), "message": e.args[0].str()}))
+elif PHASE == "describe":
+    name = ARGS[0]
+    deadline = time.time() + 30
+    while True:
+        topic = admin.list_topics(name, timeout=10).topics[name]
+        if topic.error is None or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    if topic.error is not None:
+        raise RuntimeError(topic.error)
+    cluster = admin.describe_cluster().result(30)
+    print(json.dumps({
+        "partitions": {
+            str(p.id): {"leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs)}
+            for p in topic.partitions.values()
+        },
+        "brokers": {str(n.id): n.rack for n in cluster.nodes},
+    }, sort_keys=True))
+elif PHASE == "round-trip":
+    name, partitions, count = ARGS[0], int(ARGS[1]), int(ARGS[2])
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "linger.ms": 5})
+    acked, failed = set(), []
+
+    def report(err, msg):
+        if err is None:
+            acked.add(int(msg.value()))
+        else:
+            failed.append(str(err))
+
+    for i in range(count):
+        producer.produce(name, value=str(i).encode(), partition=i % partitions, on_delivery=report)
+        producer.poll(0)
+    producer.flush(60)
+    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "placement-check",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(name, p, 0) for p in range(partitions)])
+    read, misplaced = set(), 0
+    deadline = time.time() + 60
+    while len(read) < len(acked) and time.time() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            raise RuntimeError(msg.error())
+        value = int(msg.value())
+        read.add(value)
+        misplaced += value % partitions != msg.partition()
+    consumer.close()
+    print(json.dumps({"acked": len(acked), "failed": failed[:5], "read": len(read),
+                      "missing": sorted(acked - read)[:10], "misplaced": misplaced}))
+else:
+    raise SystemExit(f"unknown phase {PHASE}")
