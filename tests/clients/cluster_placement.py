@@ -8,6 +8,8 @@ Usage: cluster_placement.py BOOTSTRAP PHASE ARGS...
   round-trip NAME PARTITIONS COUNT: produce COUNT numbered records (record i to partition
           i % PARTITIONS, acks=all), then read every partition from the start; print how
           many were acknowledged and how many read back, and any missing.
+  values NAME PARTITION: every record value of the partition, read from its start to its
+          high watermark through the partition's leader.
 Prints one line of JSON; exits non-zero on any failure.
 """
 import json
@@ -78,5 +80,22 @@ elif PHASE == "round-trip":
     consumer.close()
     print(json.dumps({"acked": len(acked), "failed": failed[:5], "read": len(read),
                       "missing": sorted(acked - read)[:10], "misplaced": misplaced}))
+elif PHASE == "values":
+    name, partition = ARGS[0], int(ARGS[1])
+    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "values-check",
+                         "enable.auto.commit": False})
+    end = consumer.get_watermark_offsets(TopicPartition(name, partition), timeout=30)[1]
+    consumer.assign([TopicPartition(name, partition, 0)])
+    values = []
+    deadline = time.time() + 30
+    while len(values) < end and time.time() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            raise RuntimeError(msg.error())
+        values.append(msg.value().decode())
+    consumer.close()
+    print(json.dumps({"high_watermark": end, "values": values}))
 else:
     raise SystemExit(f"unknown phase {PHASE}")

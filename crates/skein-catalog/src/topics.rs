@@ -370,7 +370,8 @@ impl Catalog {
         index: i32,
         update: &PartitionUpdate,
     ) -> Result<Partition> {
-        if !update.isr.contains(&update.leader) {
+        // Leader -1: no replica may lead (none in the ISR is live); the ISR stays as it was.
+        if update.leader != -1 && !update.isr.contains(&update.leader) {
             return Err(CatalogError::Invalid {
                 what: "partition update",
                 reason: format!(
@@ -407,6 +408,89 @@ impl Catalog {
         .fetch_one(&self.pool)
         .await?;
         partition(&row)
+    }
+}
+
+impl Catalog {
+    /// AlterPartition: the leader's new ISR for a partition, applied only while `leader`
+    /// still leads it in `leader_epoch` and the partition is at `partition_epoch` (so a
+    /// fenced leader, or one that missed a change, changes nothing:
+    /// [`CatalogError::Conflict`]). The ISR must hold the leader and only its replicas.
+    pub async fn alter_isr(
+        &self,
+        topic_id: &str,
+        index: i32,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: &[i32],
+    ) -> Result<Partition> {
+        let invalid = |reason: String| CatalogError::Invalid {
+            what: "ISR change",
+            reason,
+        };
+        if !isr.contains(&leader) {
+            return Err(invalid(format!(
+                "leader {leader} is not in the ISR {isr:?}"
+            )));
+        }
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(
+            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch \
+             FROM partitions WHERE topic_id = $1 AND partition = $2",
+        )
+        .bind(topic_id)
+        .bind(i64::from(index))
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| CatalogError::NotFound {
+            what: "partition",
+            name: format!("{topic_id}-{index}"),
+        })?;
+        let current = partition(&row)?;
+        if current.leader != leader
+            || current.leader_epoch != leader_epoch
+            || current.partition_epoch != partition_epoch
+        {
+            return Err(CatalogError::Conflict {
+                what: "partition",
+                expected: i64::from(partition_epoch),
+            });
+        }
+        if let Some(outsider) = isr.iter().find(|id| !current.replicas.contains(id)) {
+            return Err(invalid(format!("broker {outsider} is not a replica")));
+        }
+        let mut sorted = isr.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != isr.len() {
+            return Err(invalid(format!("the ISR {isr:?} names a broker twice")));
+        }
+        let updated = sqlx::query(
+            "UPDATE partitions SET isr = $1, partition_epoch = partition_epoch + 1 \
+             WHERE topic_id = $2 AND partition = $3 AND leader = $4 AND leader_epoch = $5 \
+               AND partition_epoch = $6",
+        )
+        .bind(ids(isr))
+        .bind(topic_id)
+        .bind(i64::from(index))
+        .bind(i64::from(leader))
+        .bind(i64::from(leader_epoch))
+        .bind(i64::from(partition_epoch))
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(CatalogError::Conflict {
+                what: "partition",
+                expected: i64::from(partition_epoch),
+            });
+        }
+        tx.commit().await?;
+        Ok(Partition {
+            isr: isr.to_vec(),
+            partition_epoch: partition_epoch + 1,
+            ..current
+        })
     }
 }
 

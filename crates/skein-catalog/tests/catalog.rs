@@ -336,6 +336,53 @@ async fn partition_compare_and_set(catalog: &Catalog) {
             .await,
         Err(CatalogError::Invalid { .. })
     ));
+    // AlterPartition: the leader of epoch 1 at partition epoch 2 shrinks its ISR.
+    let altered = catalog
+        .alter_isr(&topic.id, 0, 1, 1, 2, &[1])
+        .await
+        .unwrap();
+    assert_eq!((altered.isr.clone(), altered.partition_epoch), (vec![1], 3));
+    assert_eq!(catalog.partitions(&topic.id).await.unwrap()[0], altered);
+    // A leader of an older epoch, a stale partition epoch, another broker: fenced.
+    for (leader, leader_epoch, partition_epoch) in [(1, 0, 3), (1, 1, 2), (0, 1, 3)] {
+        assert!(matches!(
+            catalog
+                .alter_isr(
+                    &topic.id,
+                    0,
+                    leader,
+                    leader_epoch,
+                    partition_epoch,
+                    &[leader]
+                )
+                .await,
+            Err(CatalogError::Conflict { .. })
+        ));
+    }
+    // An ISR of brokers that are not replicas, or without the leader, is refused.
+    for isr in [&[1, 9][..], &[0][..], &[1, 1][..]] {
+        assert!(matches!(
+            catalog.alter_isr(&topic.id, 0, 1, 1, 3, isr).await,
+            Err(CatalogError::Invalid { .. })
+        ));
+    }
+    // No live replica in the ISR: the partition is left without a leader, its ISR kept.
+    let offline = catalog
+        .update_partition(
+            &topic.id,
+            0,
+            &PartitionUpdate {
+                expected_partition_epoch: 3,
+                leader: -1,
+                isr: vec![1],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (offline.leader, offline.leader_epoch, offline.isr),
+        (-1, 2, vec![1])
+    );
 }
 
 async fn concurrent_writers_one_wins(catalog: &Catalog) {

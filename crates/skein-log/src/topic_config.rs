@@ -23,6 +23,7 @@ pub const NAMES: &[&str] = &[
     "segment.bytes",
     "segment.index.bytes",
     "segment.ms",
+    "unclean.leader.election.enable",
 ];
 
 /// Why a config is refused.
@@ -43,6 +44,9 @@ pub enum ConfigError {
 pub struct TopicSettings {
     pub log: LogConfig,
     pub min_insync_replicas: i32,
+    /// `unclean.leader.election.enable`: an out-of-sync replica may lead when no in-sync
+    /// one is live (the controller reads it; records only the old ISR had are lost).
+    pub unclean_leader_election: bool,
 }
 
 fn int(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
@@ -108,6 +112,13 @@ pub fn apply(settings: &mut TopicSettings, name: &str, value: &str) -> Result<()
         "segment.bytes" => log.segment_bytes = int(name, value, 14)? as u64,
         "segment.index.bytes" => log.segment_index_bytes = int(name, value, 12)? as u64,
         "segment.ms" => log.segment_ms = int(name, value, 1)?,
+        "unclean.leader.election.enable" => {
+            settings.unclean_leader_election = match value.trim().to_ascii_lowercase().as_str() {
+                "true" => true,
+                "false" => false,
+                _ => return Err(invalid("must be true or false")),
+            }
+        }
         _ => {
             return Err(ConfigError::Unknown {
                 name: name.to_owned(),
@@ -154,6 +165,7 @@ pub fn value_of(settings: &TopicSettings, name: &str) -> Option<String> {
         "segment.bytes" => log.segment_bytes.to_string(),
         "segment.index.bytes" => log.segment_index_bytes.to_string(),
         "segment.ms" => log.segment_ms.to_string(),
+        "unclean.leader.election.enable" => settings.unclean_leader_election.to_string(),
         _ => return None,
     })
 }
@@ -166,6 +178,7 @@ mod tests {
         TopicSettings {
             log: LogConfig::default(),
             min_insync_replicas: 1,
+            unclean_leader_election: false,
         }
     }
 

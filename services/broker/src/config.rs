@@ -42,6 +42,9 @@ pub struct BrokerConfig {
     pub group_initial_rebalance_delay_ms: u64,
     /// Topic defaults for the log (`retention.ms`, `segment.bytes`, ...).
     pub log: LogConfig,
+    /// `replica.lag.time.max.ms`: a follower that has not caught up with its leader for this
+    /// long leaves the ISR.
+    pub replica_lag_time_max: std::time::Duration,
     /// `min.insync.replicas` for topics without their own.
     pub default_min_insync_replicas: i32,
 }
@@ -66,6 +69,7 @@ impl BrokerConfig {
             default_replication_factor: 1,
             group_initial_rebalance_delay_ms: 3000,
             log: LogConfig::default(),
+            replica_lag_time_max: std::time::Duration::from_secs(30),
             default_min_insync_replicas: 1,
         }
     }

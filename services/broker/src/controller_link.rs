@@ -255,6 +255,40 @@ impl ControllerLink {
         )
     }
 
+    /// AlterPartition: this broker, leading `partition` of `topic` in `leader_epoch` at
+    /// `partition_epoch`, asks for `isr`; answers the partition as stored. A fenced or stale
+    /// request is refused with [`Reason::Conflict`].
+    pub async fn alter_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    ) -> Result<PartitionPlacement, ControllerError> {
+        let request = pb::AlterPartitionRequest {
+            tenant: self.identity.tenant.clone(),
+            topic: topic.to_owned(),
+            partition,
+            leader: self.identity.node_id,
+            leader_epoch,
+            partition_epoch,
+            isr,
+        };
+        let answer = self
+            .call(
+                request,
+                |mut c, r| async move { c.alter_partition(r).await },
+            )
+            .await?;
+        let stored = answer.partition.ok_or_else(|| ControllerError {
+            code: tonic::Code::Internal,
+            reason: Reason::Unspecified,
+            message: "the controller answered without the partition".to_owned(),
+        })?;
+        Ok(placement(&stored))
+    }
+
     pub async fn delete_topic(&self, name: &str) -> Result<(), ControllerError> {
         let request = pb::DeleteTopicRequest {
             tenant: self.identity.tenant.clone(),
@@ -316,6 +350,16 @@ fn answered(response: pb::TopicResponse) -> Result<TopicInfo, ControllerError> {
         })
 }
 
+fn placement(p: &pb::Partition) -> PartitionPlacement {
+    PartitionPlacement {
+        replicas: p.replicas.clone(),
+        isr: p.isr.clone(),
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+    }
+}
+
 /// A topic of the controller's; `None` when its id does not parse or its partitions are not
 /// exactly 0..n.
 fn topic_info(topic: &pb::Topic) -> Option<TopicInfo> {
@@ -328,21 +372,12 @@ fn topic_info(topic: &pb::Topic) -> Option<TopicInfo> {
     if !contiguous {
         return None;
     }
-    let placement: Vec<PartitionPlacement> = partitions
-        .into_iter()
-        .map(|p| PartitionPlacement {
-            replicas: p.replicas.clone(),
-            isr: p.isr.clone(),
-            leader: p.leader,
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch,
-        })
-        .collect();
+    let placements: Vec<PartitionPlacement> = partitions.into_iter().map(placement).collect();
     Some(TopicInfo {
         name: topic.name.clone(),
         id: Uuid::parse_str(&topic.id).ok()?,
-        partitions: i32::try_from(placement.len()).ok()?,
+        partitions: i32::try_from(placements.len()).ok()?,
         configs: topic.configs.clone().into_iter().collect(),
-        placement: Placement::Assigned(placement.into()),
+        placement: Placement::Assigned(placements.into()),
     })
 }

@@ -17,6 +17,7 @@ mod fetch_session;
 mod frame;
 mod group;
 mod handler;
+mod isr;
 mod listener;
 mod node;
 mod producer;
@@ -42,6 +43,7 @@ pub fn topic_defaults(
     let base = topic_config::TopicSettings {
         log: skein_log::LogConfig::default(),
         min_insync_replicas: 1,
+        unclean_leader_election: false,
     };
     let effective = topic_config::settings(&base, settings)?;
     Ok((effective.log, effective.min_insync_replicas))
@@ -145,6 +147,7 @@ impl Broker {
                         Ok(Some(snapshot)) => {
                             let replaced = broker.topics.replace_all(link.topics_of(&snapshot));
                             broker.topics.set_brokers(link.brokers_of(&snapshot));
+                            broker.replicas.leadership_changed();
                             let now = std::time::Instant::now();
                             broker
                                 .doomed

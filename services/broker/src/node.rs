@@ -103,12 +103,14 @@ impl Node {
             .with_context(|| format!("failed to open {}", data_dir.display()))?;
         let heartbeats =
             link.spawn_heartbeats(settings.heartbeat_interval.max(Duration::from_millis(100)));
+        let isr = crate::isr::spawn(Arc::clone(&broker), link.clone());
         let follower = broker.follow_controller(link, snapshots);
         let fetchers = crate::replica_fetcher::spawn(Arc::clone(&broker));
         let aborted = vec![
             AbortOnDrop(Some(heartbeats)),
             AbortOnDrop(Some(follower)),
             AbortOnDrop(Some(fetchers)),
+            AbortOnDrop(Some(isr)),
         ];
         Self::run(broker, listener, &settings, aborted)
     }
@@ -175,6 +177,12 @@ impl Node {
         let _ = stop_tasks.send(true);
         for task in tasks {
             let _ = task.await;
+        }
+        // Tasks the stopped ones aborted (each replica fetcher's per-leader task) let go of
+        // the broker when the runtime next drops them: moments, not a wait on the network.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while Arc::strong_count(&broker) > 1 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tokio::task::spawn_blocking(move || broker.shutdown())
             .await?

@@ -69,6 +69,24 @@ impl TopicInfo {
     }
 }
 
+/// Per partition, whichever of two placements has the larger partition epoch.
+fn newest(old: &Placement, new: &Placement) -> Placement {
+    match (old, new) {
+        (Placement::Assigned(old), Placement::Assigned(new)) => {
+            let kept: Vec<PartitionPlacement> = new
+                .iter()
+                .enumerate()
+                .map(|(i, fresh)| match old.get(i) {
+                    Some(known) if known.partition_epoch > fresh.partition_epoch => known.clone(),
+                    _ => fresh.clone(),
+                })
+                .collect();
+            Placement::Assigned(kept.into())
+        }
+        _ => new.clone(),
+    }
+}
+
 /// A broker of the cluster, as clients are told to reach it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerEndpoint {
@@ -275,6 +293,13 @@ impl TopicRegistry {
                 next.entry(name.clone()).or_insert_with(|| local.clone());
             }
         }
+        // A snapshot computed before this broker's own ISR change must not undo it: per
+        // partition, the placement of the larger partition epoch stays.
+        for (name, new) in next.iter_mut() {
+            if let Some(old) = topics.get(name).filter(|old| old.id == new.id) {
+                new.placement = newest(&old.placement, &new.placement);
+            }
+        }
         let mut replaced = Replaced::default();
         for (name, old) in topics.iter() {
             match next.get(name) {
@@ -292,6 +317,30 @@ impl TopicRegistry {
         }
         *topics = next;
         replaced
+    }
+
+    /// Takes a partition's placement as the controller just stored it (an ISR change this
+    /// broker made), unless the registry already has a newer one.
+    pub fn set_partition(&self, topic: &str, id: Uuid, index: i32, placement: PartitionPlacement) {
+        let mut topics = self.topics.write();
+        let Some(info) = topics.get_mut(topic).filter(|t| t.id == id) else {
+            return;
+        };
+        let Placement::Assigned(partitions) = &info.placement else {
+            return;
+        };
+        let Some(slot) = usize::try_from(index)
+            .ok()
+            .filter(|i| *i < partitions.len())
+        else {
+            return;
+        };
+        if partitions[slot].partition_epoch >= placement.partition_epoch {
+            return;
+        }
+        let mut updated = partitions.to_vec();
+        updated[slot] = placement;
+        info.placement = Placement::Assigned(updated.into());
     }
 
     /// Replaces the cluster's brokers with the controller's view.

@@ -42,6 +42,9 @@ pub struct ControllerConfig {
     pub watch_interval: Duration,
     /// Producer ids handed out per block.
     pub producer_id_block: i32,
+    /// `auto.leader.rebalance.enable`: leadership returns to each partition's preferred
+    /// replica once it is back in the ISR.
+    pub auto_leader_rebalance: bool,
 }
 
 impl ControllerConfig {
@@ -52,6 +55,7 @@ impl ControllerConfig {
             broker_session: Duration::from_secs(10),
             watch_interval: Duration::from_millis(250),
             producer_id_block: 1000,
+            auto_leader_rebalance: true,
         }
     }
 }
@@ -243,17 +247,18 @@ fn topic_message(
         tenant: tenant.to_owned(),
         name: topic.name,
         configs: topic.configs.into_iter().collect(),
-        partitions: partitions
-            .into_iter()
-            .map(|p| pb::Partition {
-                index: p.partition,
-                replicas: p.replicas,
-                isr: p.isr,
-                leader: p.leader,
-                leader_epoch: p.leader_epoch,
-                partition_epoch: p.partition_epoch,
-            })
-            .collect(),
+        partitions: partitions.into_iter().map(partition_message).collect(),
+    }
+}
+
+fn partition_message(p: skein_catalog::Partition) -> pb::Partition {
+    pb::Partition {
+        index: p.partition,
+        replicas: p.replicas,
+        isr: p.isr,
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
     }
 }
 
@@ -268,6 +273,8 @@ fn op_status(e: TopicOpError) -> Status {
             (Code::FailedPrecondition, Reason::InvalidReplicationFactor)
         }
         TopicOpError::InvalidConfig(_) => (Code::InvalidArgument, Reason::InvalidConfig),
+        // The leader waits for newer metadata, as after any lost compare-and-set.
+        TopicOpError::IneligibleReplica(_) => (Code::FailedPrecondition, Reason::Conflict),
     };
     refusal::status(code, message, reason)
 }
@@ -536,6 +543,32 @@ impl Controller for ControllerService {
         Ok(Response::new(pb::AllocateProducerIdsResponse {
             first_id,
             size,
+        }))
+    }
+
+    async fn alter_partition(
+        &self,
+        request: Request<pb::AlterPartitionRequest>,
+    ) -> Result<Response<pb::AlterPartitionResponse>, Status> {
+        let caller = credentials::caller(&request)?;
+        caller.require(Role::Broker)?;
+        let request = request.into_inner();
+        caller.require_tenant(&request.tenant)?;
+        let altered = self
+            .topics
+            .alter_isr(
+                &request.tenant,
+                &request.topic,
+                request.partition,
+                request.leader,
+                request.leader_epoch,
+                request.partition_epoch,
+                &request.isr,
+            )
+            .await
+            .map_err(op_status)?;
+        Ok(Response::new(pb::AlterPartitionResponse {
+            partition: Some(partition_message(altered)),
         }))
     }
 

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod controller;
 pub mod credentials;
+pub mod election;
 pub mod placement;
 pub mod topic_ops;
 

@@ -21,6 +21,9 @@ pub enum TopicOpError {
     InvalidReplicationFactor(String),
     #[error("{0}")]
     InvalidConfig(String),
+    /// An ISR change would add a broker whose session has lapsed (Kafka's KIP-841).
+    #[error("broker {0} is not live and cannot join the ISR")]
+    IneligibleReplica(i32),
     #[error("replication factor {replication} is larger than the {live} live broker(s) serving the tenant")]
     NotEnoughBrokers { replication: i32, live: usize },
     #[error(transparent)]
@@ -56,6 +59,7 @@ impl TopicOps {
         let base = skein_log::topic_config::TopicSettings {
             log: skein_log::LogConfig::default(),
             min_insync_replicas: 1,
+            unclean_leader_election: false,
         };
         skein_log::topic_config::settings(&base, configs)
             .map(|_| ())
@@ -210,6 +214,60 @@ impl TopicOps {
         self.catalog.set_topic_configs(&topic.id, &configs).await?;
         tracing::info!(%tenant, topic = %name, "set topic configs");
         self.describe(tenant, name).await
+    }
+
+    /// A leader's ISR change for one partition (AlterPartition), fenced by its epochs.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn alter_isr(
+        &self,
+        tenant: &str,
+        name: &str,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: &[i32],
+    ) -> Result<Partition, TopicOpError> {
+        self.require_active()?;
+        let owner = self.catalog.tenant_by_name(tenant).await?;
+        let topic = self.catalog.topic(&owner.id, name).await?;
+        let current = self
+            .catalog
+            .partitions(&topic.id)
+            .await?
+            .into_iter()
+            .find(|p| p.partition == partition);
+        let joining: Vec<i32> = isr
+            .iter()
+            .copied()
+            .filter(|id| current.as_ref().is_some_and(|p| !p.isr.contains(id)))
+            .collect();
+        if !joining.is_empty() {
+            let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
+            let live: Vec<i32> = self
+                .catalog
+                .live_brokers(now_ms() - session)
+                .await?
+                .into_iter()
+                .map(|b| b.node_id)
+                .collect();
+            if let Some(dead) = joining.iter().find(|id| !live.contains(id)) {
+                return Err(TopicOpError::IneligibleReplica(*dead));
+            }
+        }
+        let altered = self
+            .catalog
+            .alter_isr(
+                &topic.id,
+                partition,
+                leader,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            )
+            .await?;
+        tracing::info!(%tenant, topic = %name, partition, leader, isr = ?isr, "ISR changed");
+        Ok(altered)
     }
 
     /// Deletes a topic.

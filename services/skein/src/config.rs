@@ -16,6 +16,7 @@
 //! max_connections = 10000               # max.connections
 //! connections_max_idle_ms = 600000      # connections.max.idle.ms
 //! unauthenticated_acl_changes = false   # may Kafka clients CreateAcls / DeleteAcls
+//! replica_lag_time_max_ms = 30000       # replica.lag.time.max.ms
 //!
 //! [log]                                 # topic defaults, under Kafka's names
 //! "retention.ms" = "604800000"
@@ -57,6 +58,7 @@ struct BrokerSection {
     producer_id_expiration_ms: Option<u64>,
     max_connections: Option<usize>,
     connections_max_idle_ms: Option<u64>,
+    replica_lag_time_max_ms: Option<u64>,
     unauthenticated_acl_changes: Option<bool>,
 }
 
@@ -137,6 +139,10 @@ pub(crate) fn apply(
                     broker.unauthenticated_acl_changes =
                         Some(value.parse().with_context(|| parse("boolean"))?)
                 }
+                "REPLICA_LAG_TIME_MAX_MS" => {
+                    broker.replica_lag_time_max_ms =
+                        Some(value.parse().with_context(|| parse("duration in ms"))?)
+                }
                 "CONNECTIONS_MAX_IDLE_MS" => {
                     broker.connections_max_idle_ms =
                         Some(value.parse().with_context(|| parse("duration in ms"))?)
@@ -192,6 +198,10 @@ pub(crate) fn apply(
     }
     if let Some(v) = broker.unauthenticated_acl_changes {
         config.unauthenticated_acl_changes = v;
+    }
+    if let Some(v) = broker.replica_lag_time_max_ms {
+        anyhow::ensure!(v >= 1, "replica_lag_time_max_ms must be at least 1");
+        config.replica_lag_time_max = std::time::Duration::from_millis(v);
     }
     if let Some(v) = broker.connections_max_idle_ms {
         anyhow::ensure!(v >= 1, "connections_max_idle_ms must be at least 1");

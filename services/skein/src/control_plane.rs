@@ -157,6 +157,12 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
     config.broker_session = config.lease_ttl;
     let leadership = Arc::new(Leadership::default());
     let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
+    let elector = skein_control_plane::election::spawn(
+        catalog.clone(),
+        config.clone(),
+        Arc::clone(&leadership),
+        config.watch_interval,
+    );
     let credentials = CredentialVerifier::new(&crate::controller_credentials::read_secret(
         &args.controller_secret_file,
     )?);
@@ -203,6 +209,7 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         Err(_) => controller.abort(),
     }
     keeper.abort();
+    elector.abort();
     // Let a standby take over at once rather than after the lease lapses.
     if let Err(e) = catalog
         .release_lease(

@@ -228,6 +228,7 @@ struct DevController {
     replica: String,
     catalog: Catalog,
     keeper: tokio::task::JoinHandle<()>,
+    elector: tokio::task::JoinHandle<()>,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
 }
@@ -238,6 +239,12 @@ impl DevController {
         let config = ControllerConfig::new(replica.clone());
         let leadership = Arc::new(Leadership::default());
         let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
+        let elector = skein_control_plane::election::spawn(
+            catalog.clone(),
+            config.clone(),
+            Arc::clone(&leadership),
+            config.watch_interval,
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -265,6 +272,7 @@ impl DevController {
             replica,
             catalog,
             keeper,
+            elector,
             stop,
             server,
         })
@@ -277,6 +285,7 @@ impl DevController {
             Err(_) => self.server.abort(),
         }
         self.keeper.abort();
+        self.elector.abort();
         self.catalog
             .release_lease(
                 skein_control_plane::controller::CONTROLLER_LEASE,

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::partition_error_code;
 use crate::quota::Metered;
-use crate::replica::PartitionError;
+use crate::replica::{PartitionError, Replicated};
 use crate::router::{Api, Call};
 use crate::Broker;
 
@@ -89,11 +89,18 @@ pub(crate) async fn handle(
     .await;
     for (((t, p), partition, _), replicated) in waiting.iter().zip(outcomes) {
         let answer = &mut responses[*t].partition_responses[*p];
-        let required = partition.min_insync_replicas();
-        if !replicated {
-            answer.error_code = ResponseError::RequestTimedOut.code();
-        } else if partition.in_sync() < required {
-            answer.error_code = ResponseError::NotEnoughReplicasAfterAppend.code();
+        match replicated {
+            Replicated::Done if partition.in_sync() < partition.min_insync_replicas() => {
+                answer.error_code = ResponseError::NotEnoughReplicasAfterAppend.code();
+            }
+            Replicated::Done => {}
+            Replicated::TimedOut => answer.error_code = ResponseError::RequestTimedOut.code(),
+            Replicated::NotLeader { leader } => {
+                answer.error_code = ResponseError::NotLeaderOrFollower.code();
+                if version >= 10 {
+                    answer.current_leader = super::leader_and_epoch(leader);
+                }
+            }
         }
     }
     ProduceResponse::default().with_responses(responses)

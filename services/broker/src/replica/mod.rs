@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 pub use error::PartitionError;
 pub(crate) use follower::FollowedPartition;
-pub(crate) use partition::{OffsetSpec, Partition, ReadLimit};
+pub(crate) use partition::{OffsetSpec, Partition, ReadLimit, Replicated};
 use progress::Progress;
 use skein_log::topic_config::{self, TopicSettings};
 use skein_log::{LogError, LogManager, LogManagerConfig, SystemClock, TopicPartition};
@@ -72,6 +72,7 @@ impl ReplicaManager {
             defaults: TopicSettings {
                 log: config.log.clone(),
                 min_insync_replicas: config.default_min_insync_replicas,
+                unclean_leader_election: false,
             },
             producers: ProducerStates::default(),
             appended: Notify::new(),
@@ -173,6 +174,28 @@ impl ReplicaManager {
             leader_epoch: placement.leader_epoch,
             log,
         })
+    }
+
+    /// The metadata changed: `acks=all` writes waiting on a partition this broker may no
+    /// longer lead look again.
+    pub(crate) fn leadership_changed(&self) {
+        self.progress.wake();
+    }
+
+    /// Every partition this broker leads and shares with other replicas: (topic, partition).
+    pub(crate) fn led(&self) -> Vec<(String, i32)> {
+        let mut led = Vec::new();
+        for info in self.topics.list() {
+            for index in 0..info.partitions {
+                let Some(placement) = info.placement_of(index, self.node_id) else {
+                    continue;
+                };
+                if placement.leader == self.node_id && placement.replicas.len() > 1 {
+                    led.push((info.name.clone(), index));
+                }
+            }
+        }
+        led
     }
 
     /// Every partition this broker follows, by its leader: (topic, partition).

@@ -37,6 +37,18 @@ pub(crate) struct Appended {
     pub log_start_offset: i64,
 }
 
+/// How an `acks=all` wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replicated {
+    /// Every in-sync replica has the records.
+    Done,
+    TimedOut,
+    /// This broker no longer leads the partition (in the epoch it wrote in).
+    NotLeader {
+        leader: Option<(i32, i32)>,
+    },
+}
+
 /// How much a read may return.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum ReadLimit {
@@ -95,6 +107,37 @@ impl Partition<'_> {
         self.manager.min_insync_replicas(&self.info)
     }
 
+    /// Works the high watermark out again (after an ISR change), waking `acks=all` writes
+    /// it lets through.
+    pub(crate) fn recompute_high_watermark(&self) {
+        let log_end = self.log.read().log_end_offset();
+        self.manager
+            .progress
+            .leader_advanced(&self.tp, self.view(log_end));
+    }
+
+    /// The ISR this leader should ask the controller for, if it should change: followers
+    /// behind for longer than `lag_max` leave, caught-up replicas join.
+    pub(crate) fn wanted_isr(&self, lag_max: std::time::Duration) -> Option<Vec<i32>> {
+        let log_end = self.log.read().log_end_offset();
+        self.manager.progress.wanted_isr(
+            &self.tp,
+            self.view(log_end),
+            &self.placement.replicas,
+            lag_max,
+        )
+    }
+
+    /// The placement this partition was handed out with.
+    pub(crate) fn placement(&self) -> &PartitionPlacement {
+        &self.placement
+    }
+
+    /// The topic's id.
+    pub(crate) fn topic_id(&self) -> uuid::Uuid {
+        self.info.id
+    }
+
     /// Whether broker `id` holds a replica of the partition.
     pub(crate) fn has_replica(&self, id: i32) -> bool {
         self.placement.replicas.contains(&id)
@@ -109,14 +152,41 @@ impl Partition<'_> {
 
     /// Waits until the high watermark reaches `end_offset` (every in-sync replica has the
     /// records before it) or `deadline` passes; answers whether it did.
-    pub(crate) async fn replicated(&self, end_offset: i64, deadline: tokio::time::Instant) -> bool {
+    pub(crate) async fn replicated(
+        &self,
+        end_offset: i64,
+        deadline: tokio::time::Instant,
+    ) -> Replicated {
         loop {
-            let advanced = self.manager.progress.replicated();
+            let woken = self.manager.progress.replicated();
             if self.high_watermark() >= end_offset {
-                return true;
+                return Replicated::Done;
             }
-            if tokio::time::timeout_at(deadline, advanced).await.is_err() {
-                return self.high_watermark() >= end_offset;
+            // Leadership moved on: the new leader answers the producer's retry.
+            let current = self
+                .manager
+                .topics
+                .get(&self.tp.topic)
+                .filter(|info| info.id == self.info.id)
+                .and_then(|info| info.placement_of(self.tp.partition, self.manager.node_id));
+            match current {
+                Some(now)
+                    if now.leader == self.manager.node_id
+                        && now.leader_epoch == self.leader_epoch => {}
+                now => {
+                    return Replicated::NotLeader {
+                        leader: now
+                            .filter(|p| p.leader >= 0)
+                            .map(|p| (p.leader, p.leader_epoch)),
+                    }
+                }
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return if self.high_watermark() >= end_offset {
+                    Replicated::Done
+                } else {
+                    Replicated::TimedOut
+                };
             }
         }
     }

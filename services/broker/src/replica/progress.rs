@@ -10,6 +10,7 @@
 //! from its log end offset.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use skein_log::TopicPartition;
@@ -20,8 +21,33 @@ struct PartitionProgress {
     high_watermark: u64,
     /// The leader epoch `followers` were reported in: a new epoch starts them afresh.
     epoch: i32,
-    /// Follower id -> the log end offset its latest fetch reported.
-    followers: BTreeMap<i32, u64>,
+    /// When this broker started leading in `epoch`: an in-sync follower that has not
+    /// caught up since counts as caught up then.
+    epoch_started: Instant,
+    /// Follower id -> what its latest fetch reported.
+    followers: BTreeMap<i32, Follower>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Follower {
+    log_end: u64,
+    /// When the follower last had everything the leader had: a fetch from the leader's log
+    /// end, or from where the leader's log ended at the follower's previous fetch (then
+    /// caught up as of that fetch, as Kafka reckons it under steady writes).
+    caught_up_at: Option<Instant>,
+    /// The leader's log end at this follower's latest fetch, and when that was.
+    last_fetch: (u64, Instant),
+}
+
+impl PartitionProgress {
+    fn new(high_watermark: u64, epoch: i32) -> Self {
+        Self {
+            high_watermark,
+            epoch,
+            epoch_started: Instant::now(),
+            followers: BTreeMap::new(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -43,11 +69,9 @@ impl Progress {
     /// The partition's high watermark (its log end offset, the first time it is asked).
     pub(crate) fn high_watermark(&self, tp: &TopicPartition, log_end: u64) -> u64 {
         let mut partitions = self.partitions.lock();
-        let progress = partitions.entry(tp.clone()).or_insert(PartitionProgress {
-            high_watermark: log_end,
-            epoch: -1,
-            followers: BTreeMap::new(),
-        });
+        let progress = partitions
+            .entry(tp.clone())
+            .or_insert_with(|| PartitionProgress::new(log_end, -1));
         progress.high_watermark.min(log_end)
     }
 
@@ -70,24 +94,40 @@ impl Progress {
 
     fn update(&self, tp: &TopicPartition, view: LeaderView<'_>, report: Option<(i32, u64)>) -> u64 {
         let mut partitions = self.partitions.lock();
-        let progress = partitions.entry(tp.clone()).or_insert(PartitionProgress {
-            high_watermark: view.log_end,
-            epoch: view.epoch,
-            followers: BTreeMap::new(),
-        });
+        let progress = partitions
+            .entry(tp.clone())
+            .or_insert_with(|| PartitionProgress::new(view.log_end, view.epoch));
         if progress.epoch != view.epoch {
             progress.epoch = view.epoch;
+            progress.epoch_started = Instant::now();
             progress.followers.clear();
         }
         if let Some((follower, offset)) = report {
-            progress
-                .followers
-                .insert(follower, offset.min(view.log_end));
+            let now = Instant::now();
+            let previous = progress.followers.get(&follower).copied();
+            let caught_up_at = if offset >= view.log_end {
+                Some(now)
+            } else {
+                match previous {
+                    Some(f) if offset >= f.last_fetch.0 => Some(f.last_fetch.1),
+                    Some(f) => f.caught_up_at,
+                    None => None,
+                }
+            };
+            progress.followers.insert(
+                follower,
+                Follower {
+                    log_end: offset.min(view.log_end),
+                    caught_up_at,
+                    last_fetch: (view.log_end, now),
+                },
+            );
         }
         let mut smallest = view.log_end;
         for member in view.isr.iter().filter(|id| **id != view.node_id) {
             // An in-sync replica that has not fetched in this epoch holds the mark back.
-            smallest = smallest.min(progress.followers.get(member).copied().unwrap_or(0));
+            let log_end = progress.followers.get(member).map_or(0, |f| f.log_end);
+            smallest = smallest.min(log_end);
         }
         if smallest > progress.high_watermark {
             progress.high_watermark = smallest;
@@ -101,11 +141,9 @@ impl Progress {
     /// A follower learned the leader's high watermark: its own is that, capped at its log end.
     pub(crate) fn follower_learned(&self, tp: &TopicPartition, leader_hw: u64, log_end: u64) {
         let mut partitions = self.partitions.lock();
-        let progress = partitions.entry(tp.clone()).or_insert(PartitionProgress {
-            high_watermark: 0,
-            epoch: -1,
-            followers: BTreeMap::new(),
-        });
+        let progress = partitions
+            .entry(tp.clone())
+            .or_insert_with(|| PartitionProgress::new(0, -1));
         progress.high_watermark = leader_hw
             .min(log_end)
             .max(progress.high_watermark.min(log_end));
@@ -118,9 +156,60 @@ impl Progress {
         }
     }
 
+    /// The ISR the leader should ask for, if it differs from `view.isr`: in-sync followers
+    /// that have not caught up with the log end within `lag_max`
+    /// (`replica.lag.time.max.ms`) leave it; replicas outside it whose log reaches the high
+    /// watermark, caught up within `lag_max`, join it.
+    pub(crate) fn wanted_isr(
+        &self,
+        tp: &TopicPartition,
+        view: LeaderView<'_>,
+        replicas: &[i32],
+        lag_max: Duration,
+    ) -> Option<Vec<i32>> {
+        let partitions = self.partitions.lock();
+        let progress = partitions.get(tp).filter(|p| p.epoch == view.epoch)?;
+        let now = Instant::now();
+        let mut isr: Vec<i32> = view
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| {
+                if *id == view.node_id {
+                    return true;
+                }
+                let since = progress
+                    .followers
+                    .get(id)
+                    .and_then(|f| f.caught_up_at)
+                    .map_or(progress.epoch_started, |at| at.max(progress.epoch_started));
+                now.duration_since(since) <= lag_max
+            })
+            .collect();
+        for id in replicas {
+            if isr.contains(id) {
+                continue;
+            }
+            let joins = progress.followers.get(id).is_some_and(|f| {
+                f.log_end >= progress.high_watermark
+                    && f.caught_up_at
+                        .is_some_and(|at| now.duration_since(at) <= lag_max)
+            });
+            if joins {
+                isr.push(*id);
+            }
+        }
+        (isr != view.isr).then_some(isr)
+    }
+
     /// Forgets a partition (its log was deleted).
     pub(crate) fn forget(&self, tp: &TopicPartition) {
         self.partitions.lock().remove(tp);
+    }
+
+    /// Wakes every waiter, without an advance.
+    pub(crate) fn wake(&self) {
+        self.advanced.notify_waiters();
     }
 
     /// A future that completes at the next advance of any high watermark; create it before

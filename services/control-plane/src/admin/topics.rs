@@ -117,6 +117,10 @@ fn problem(e: TopicOpError) -> Problem {
             "not-enough-brokers",
             e.to_string(),
         ),
+        // Only AlterPartition, which the admin API does not offer, refuses so.
+        TopicOpError::IneligibleReplica(_) => {
+            Problem::new(StatusCode::CONFLICT, "ineligible-replica", e.to_string())
+        }
         TopicOpError::Catalog(e) => e.into(),
     }
 }

@@ -57,9 +57,21 @@ pub struct Process {
 
 impl Process {
     pub fn start(command: &mut Command) -> Self {
+        // SKEIN_TEST_LOG_DIR keeps every process's log there, for a failure to be read.
+        let stderr = match std::env::var_os("SKEIN_TEST_LOG_DIR") {
+            Some(dir) => {
+                static NEXT: std::sync::atomic::AtomicUsize =
+                    std::sync::atomic::AtomicUsize::new(0);
+                let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let path =
+                    std::path::Path::new(&dir).join(format!("{}-{n}.log", std::process::id()));
+                std::fs::File::create(path).map_or_else(|_| Stdio::null(), Stdio::from)
+            }
+            None => Stdio::null(),
+        };
         let mut child = command
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());

@@ -1,0 +1,309 @@
+//! Leader election, run by the active controller: when a broker's session lapses (no
+//! heartbeat within `broker_session`), it leaves the ISR of every partition, and each
+//! partition it led gets a new leader from the live members of its ISR, in replica order,
+//! with the leader epoch bumped. Where no ISR member is live, the partition stays without a
+//! leader (-1) unless its topic sets `unclean.leader.election.enable`, when the first live
+//! replica leads with an ISR of itself, and what only the old ISR had is lost. A returning
+//! broker rejoins the ISR through its leader (AlterPartition). With
+//! `auto.leader.rebalance.enable` leadership moves back to the preferred (first) replica once
+//! it is live and in the ISR.
+//!
+//! [`decide`] is the whole decision, a pure function of one partition and the live brokers,
+//! so it is tested (and simulated) without a database; [`spawn`] applies it to the catalog
+//! as compare-and-set updates on the partition epoch.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use skein_catalog::{Catalog, CatalogError, Partition, PartitionUpdate};
+
+use crate::controller::{now_ms, ControllerConfig, Leadership};
+
+/// What a topic's configs say about elections.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ElectionPolicy {
+    /// `unclean.leader.election.enable`: an out-of-sync replica may lead.
+    pub unclean: bool,
+    /// `auto.leader.rebalance.enable` (the controller's): leadership returns to the
+    /// preferred replica.
+    pub rebalance: bool,
+}
+
+impl ElectionPolicy {
+    /// The policy from a topic's config overrides (Kafka's default: no unclean election)
+    /// and the controller's rebalance setting.
+    pub fn of(configs: &BTreeMap<String, String>, rebalance: bool) -> Self {
+        Self {
+            unclean: configs
+                .get("unclean.leader.election.enable")
+                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            rebalance,
+        }
+    }
+}
+
+/// The change a partition needs given the live brokers, or `None`.
+pub fn decide(
+    partition: &Partition,
+    live: &BTreeSet<i32>,
+    policy: ElectionPolicy,
+) -> Option<PartitionUpdate> {
+    let update = |leader: i32, isr: Vec<i32>| PartitionUpdate {
+        expected_partition_epoch: partition.partition_epoch,
+        leader,
+        isr,
+    };
+    // Dead brokers leave the ISR, but it is never emptied: its last member stays, as the one
+    // replica known to hold every committed record.
+    let mut isr: Vec<i32> = partition
+        .isr
+        .iter()
+        .copied()
+        .filter(|id| live.contains(id))
+        .collect();
+    let leader_live = partition.leader >= 0 && live.contains(&partition.leader);
+    if leader_live && isr.contains(&partition.leader) {
+        if policy.rebalance {
+            if let Some(&preferred) = partition.replicas.first() {
+                if preferred != partition.leader && isr.contains(&preferred) {
+                    return Some(update(preferred, isr));
+                }
+            }
+        }
+        return (isr != partition.isr).then(|| update(partition.leader, isr));
+    }
+    // The leader is gone: the first live ISR member in replica order leads.
+    let in_sync = partition
+        .replicas
+        .iter()
+        .copied()
+        .find(|id| isr.contains(id));
+    if let Some(leader) = in_sync {
+        return Some(update(leader, isr));
+    }
+    if policy.unclean {
+        if let Some(leader) = partition
+            .replicas
+            .iter()
+            .copied()
+            .find(|id| live.contains(id))
+        {
+            return Some(update(leader, vec![leader]));
+        }
+    }
+    if isr.is_empty() {
+        isr = partition.isr.clone();
+        if partition.leader >= 0 && !isr.contains(&partition.leader) {
+            isr.push(partition.leader);
+        }
+        isr.truncate(1);
+    }
+    (partition.leader != -1 || isr != partition.isr).then(|| update(-1, isr))
+}
+
+/// Runs elections every `interval` while this replica is the active controller. A replica
+/// that just became active waits one broker session first, so brokers that could not
+/// heartbeat while no controller was active are not taken for dead.
+pub fn spawn(
+    catalog: Catalog,
+    config: ControllerConfig,
+    leadership: Arc<Leadership>,
+    interval: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut active_since: Option<(i64, Instant)> = None;
+        loop {
+            tokio::time::sleep(interval).await;
+            let Some(epoch) = leadership.active_epoch() else {
+                active_since = None;
+                continue;
+            };
+            let since = match active_since {
+                Some((e, since)) if e == epoch => since,
+                _ => {
+                    active_since = Some((epoch, Instant::now()));
+                    continue;
+                }
+            };
+            if since.elapsed() < config.broker_session {
+                continue;
+            }
+            if let Err(e) = elect_once(&catalog, &config, &leadership).await {
+                tracing::warn!(error = %e, "election pass failed");
+            }
+        }
+    })
+}
+
+async fn elect_once(
+    catalog: &Catalog,
+    config: &ControllerConfig,
+    leadership: &Leadership,
+) -> Result<(), CatalogError> {
+    let session = i64::try_from(config.broker_session.as_millis()).unwrap_or(i64::MAX);
+    let live: BTreeSet<i32> = catalog
+        .live_brokers(now_ms() - session)
+        .await?
+        .into_iter()
+        .map(|b| b.node_id)
+        .collect();
+    let policies: BTreeMap<String, (String, ElectionPolicy)> = catalog
+        .all_topics()
+        .await?
+        .into_iter()
+        .map(|(_, topic)| {
+            let policy = ElectionPolicy::of(&topic.configs, config.auto_leader_rebalance);
+            (topic.id, (topic.name, policy))
+        })
+        .collect();
+    for partition in catalog.all_partitions().await? {
+        let Some((name, policy)) = policies.get(&partition.topic_id) else {
+            continue;
+        };
+        let Some(update) = decide(&partition, &live, *policy) else {
+            continue;
+        };
+        // The lease may have lapsed during the pass: stop acting at once.
+        if leadership.active_epoch().is_none() {
+            return Ok(());
+        }
+        match catalog
+            .update_partition(&partition.topic_id, partition.partition, &update)
+            .await
+        {
+            Ok(stored) => tracing::info!(
+                topic = %name, partition = stored.partition, leader = stored.leader,
+                leader_epoch = stored.leader_epoch, isr = ?stored.isr, "partition leadership changed"
+            ),
+            // Changed meanwhile (an ISR change from its leader): decided again next pass.
+            Err(CatalogError::Conflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition(replicas: &[i32], isr: &[i32], leader: i32) -> Partition {
+        Partition {
+            topic_id: "t".into(),
+            partition: 0,
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            leader,
+            leader_epoch: 4,
+            partition_epoch: 9,
+        }
+    }
+
+    fn live(ids: &[i32]) -> BTreeSet<i32> {
+        ids.iter().copied().collect()
+    }
+
+    const CLEAN: ElectionPolicy = ElectionPolicy {
+        unclean: false,
+        rebalance: false,
+    };
+
+    fn decided(update: Option<PartitionUpdate>) -> Option<(i32, Vec<i32>)> {
+        update.map(|u| {
+            assert_eq!(u.expected_partition_epoch, 9);
+            (u.leader, u.isr)
+        })
+    }
+
+    #[test]
+    fn nothing_changes_while_the_leader_and_its_isr_live() {
+        let p = partition(&[1, 2, 3], &[1, 2, 3], 1);
+        assert_eq!(decide(&p, &live(&[1, 2, 3]), CLEAN), None);
+        let p = partition(&[1, 2, 3], &[1, 2], 1);
+        assert_eq!(
+            decide(&p, &live(&[1, 2, 3]), CLEAN),
+            None,
+            "3 rejoins through its leader"
+        );
+    }
+
+    #[test]
+    fn a_dead_follower_leaves_the_isr() {
+        let p = partition(&[1, 2, 3], &[1, 2, 3], 1);
+        assert_eq!(
+            decided(decide(&p, &live(&[1, 3]), CLEAN)),
+            Some((1, vec![1, 3]))
+        );
+    }
+
+    #[test]
+    fn a_dead_leader_is_replaced_by_the_first_live_isr_member() {
+        let p = partition(&[1, 2, 3], &[3, 1, 2], 1);
+        assert_eq!(
+            decided(decide(&p, &live(&[2, 3]), CLEAN)),
+            Some((2, vec![3, 2]))
+        );
+        // Out of sync replicas never lead by default.
+        let p = partition(&[1, 2, 3], &[1, 3], 1);
+        assert_eq!(
+            decided(decide(&p, &live(&[2, 3]), CLEAN)),
+            Some((3, vec![3]))
+        );
+    }
+
+    #[test]
+    fn without_a_live_isr_member_the_partition_waits_unless_unclean_election_is_on() {
+        let p = partition(&[1, 2, 3], &[1], 1);
+        assert_eq!(
+            decided(decide(&p, &live(&[2, 3]), CLEAN)),
+            Some((-1, vec![1]))
+        );
+        let offline = partition(&[1, 2, 3], &[1], -1);
+        assert_eq!(decide(&offline, &live(&[2, 3]), CLEAN), None);
+        // The last ISR member returns: it leads again.
+        assert_eq!(
+            decided(decide(&offline, &live(&[1, 2]), CLEAN)),
+            Some((1, vec![1]))
+        );
+        let unclean = ElectionPolicy {
+            unclean: true,
+            rebalance: false,
+        };
+        assert_eq!(
+            decided(decide(&offline, &live(&[3, 2]), unclean)),
+            Some((2, vec![2]))
+        );
+        // Everyone dead: the ISR keeps one member.
+        let p = partition(&[1, 2, 3], &[2, 1], 2);
+        assert_eq!(decided(decide(&p, &live(&[]), CLEAN)), Some((-1, vec![2])));
+    }
+
+    #[test]
+    fn leadership_returns_to_the_preferred_replica_when_rebalancing() {
+        let rebalance = ElectionPolicy {
+            unclean: false,
+            rebalance: true,
+        };
+        let p = partition(&[1, 2, 3], &[2, 3, 1], 2);
+        assert_eq!(
+            decided(decide(&p, &live(&[1, 2, 3]), rebalance)),
+            Some((1, vec![2, 3, 1]))
+        );
+        // Not while the preferred replica is out of sync.
+        let p = partition(&[1, 2, 3], &[2, 3], 2);
+        assert_eq!(decide(&p, &live(&[1, 2, 3]), rebalance), None);
+    }
+
+    #[test]
+    fn policies_read_kafkas_configs_and_defaults() {
+        let policy = ElectionPolicy::of(&BTreeMap::new(), true);
+        assert!(!policy.unclean && policy.rebalance);
+        let configs = BTreeMap::from([(
+            "unclean.leader.election.enable".to_owned(),
+            "TRUE".to_owned(),
+        )]);
+        let policy = ElectionPolicy::of(&configs, false);
+        assert!(policy.unclean && !policy.rebalance);
+    }
+}
