@@ -137,6 +137,10 @@ impl ReplicaManager {
             Some(log) => log,
             None => self.open_partition_log(&tp).ok_or_else(unknown)?,
         };
+        // The first time this process serves the partition, its high watermark starts at
+        // the log end as it is now, before the caller appends anything.
+        self.progress
+            .high_watermark(&tp, log.read().log_end_offset());
         Ok(Partition {
             manager: self,
             tp,
