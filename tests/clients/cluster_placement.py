@@ -5,9 +5,10 @@ Usage: cluster_placement.py BOOTSTRAP PHASE ARGS...
           CreateTopics; print the Kafka error's name, or "ok";
   describe NAME: the topic's partitions (leader, replicas, ISR) from Metadata, and the
           cluster's brokers with their racks from DescribeCluster;
-  round-trip NAME PARTITIONS COUNT: produce COUNT numbered records (record i to partition
-          i % PARTITIONS, acks=all), then read every partition from the start; print how
-          many were acknowledged and how many read back, and any missing.
+  round-trip NAME PARTITIONS COUNT [BASE]: produce COUNT records numbered from BASE
+          (default 0; record i to partition i % PARTITIONS, acks=all), then read every
+          partition from the start; print how many were acknowledged and how many of them
+          read back, and any missing.
   values NAME PARTITION: every record value of the partition, read from its start to its
           high watermark through the partition's leader.
 Prints one line of JSON; exits non-zero on any failure.
@@ -50,6 +51,7 @@ elif PHASE == "describe":
     }, sort_keys=True))
 elif PHASE == "round-trip":
     name, partitions, count = ARGS[0], int(ARGS[1]), int(ARGS[2])
+    base = int(ARGS[3]) if len(ARGS) > 3 else 0
     producer = Producer({"bootstrap.servers": BOOTSTRAP, "acks": "all", "linger.ms": 5})
     acked, failed = set(), []
 
@@ -59,7 +61,7 @@ elif PHASE == "round-trip":
         else:
             failed.append(str(err))
 
-    for i in range(count):
+    for i in range(base, base + count):
         producer.produce(name, value=str(i).encode(), partition=i % partitions, on_delivery=report)
         producer.poll(0)
     producer.flush(60)
@@ -68,14 +70,15 @@ elif PHASE == "round-trip":
     consumer.assign([TopicPartition(name, p, 0) for p in range(partitions)])
     read, misplaced = set(), 0
     deadline = time.time() + 60
-    while len(read) < len(acked) and time.time() < deadline:
+    while not acked <= read and time.time() < deadline:
         msg = consumer.poll(0.5)
         if msg is None:
             continue
         if msg.error():
             raise RuntimeError(msg.error())
         value = int(msg.value())
-        read.add(value)
+        if base <= value < base + count:
+            read.add(value)
         misplaced += value % partitions != msg.partition()
     consumer.close()
     print(json.dumps({"acked": len(acked), "failed": failed[:5], "read": len(read),

@@ -76,7 +76,28 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         args.tenant,
         args.control_plane.join(",")
     );
-    crate::listener_args::until_signal(&mut interrupt, &mut terminate).await;
+    // A broker `skein dev --brokers N` started stops, cleanly, when that process is gone.
+    let parent: Option<u32> = std::env::var("SKEIN_DEV_PARENT_PID")
+        .ok()
+        .and_then(|pid| pid.parse().ok());
+    let orphaned = async {
+        match parent {
+            Some(pid) => {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    if std::os::unix::process::parent_id() != pid {
+                        println!("skein broker: the skein dev that started this broker is gone; stopping");
+                        return;
+                    }
+                }
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = crate::listener_args::until_signal(&mut interrupt, &mut terminate) => {}
+        () = orphaned => {}
+    }
     node.shutdown().await?;
     println!("closed cleanly");
     Ok(())

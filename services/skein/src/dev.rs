@@ -44,6 +44,11 @@ pub(crate) struct DevArgs {
         default_value = "127.0.0.1:9090"
     )]
     gateway_grpc_listen: SocketAddr,
+    /// Brokers in the cluster (1 to 9): brokers 1 and up run as child `skein broker`
+    /// processes on the Kafka ports after this one's, so killing one shows failover; topics
+    /// get min(3, N) replicas
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=9))]
+    brokers: u16,
 }
 
 pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
@@ -55,7 +60,7 @@ pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
 }
 
 /// The tenant `skein dev`'s Kafka listener serves.
-const DEV_TENANT: &str = "dev";
+pub(crate) const DEV_TENANT: &str = "dev";
 
 /// The principal of the development token.
 const DEV_PRINCIPAL: &str = "dev";
@@ -67,8 +72,12 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     );
     std::fs::create_dir_all(&args.listener.data_dir)
         .with_context(|| format!("failed to create {}", args.listener.data_dir.display()))?;
-    let (listener, config) = args.listener.bind().await?;
+    let (listener, mut config) = args.listener.bind().await?;
     let address = listener.local_addr()?;
+    let replication_factor = i32::from(args.brokers.min(3));
+    if args.brokers > 1 {
+        config.default_replication_factor = replication_factor;
+    }
 
     // The control plane, in this process, on a SQLite catalog.
     let catalog_path = args.listener.data_dir.join("catalog.db");
@@ -86,7 +95,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         crate::control_plane::dev_secret(&args.listener.data_dir, "controller-signing-key")?;
     let controller =
         DevController::start(catalog.clone(), CredentialVerifier::new(&controller_secret)).await?;
-    let credential = |role: Role, tenants: &[&str], acl_changes: bool| {
+    let token = |role: Role, tenants: &[&str], acl_changes: bool| {
         credentials::mint(
             &controller_secret,
             &NewCredential {
@@ -97,15 +106,17 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
                 valid_for: Duration::from_secs(365 * 86_400),
             },
         )
-        .and_then(|token| Credential::bearer(&token))
         .context("failed to sign a controller credential")
     };
-    let broker_credential = credential(
+    let bearer =
+        |token: &str| Credential::bearer(token).context("failed to sign a controller credential");
+    let broker_token = token(
         Role::Broker,
         &[DEV_TENANT],
         config.unauthenticated_acl_changes,
     )?;
-    let gateway_credential = credential(Role::Gateway, &[], false)?;
+    let broker_credential = bearer(&broker_token)?;
+    let gateway_credential = bearer(&token(Role::Gateway, &[], false)?)?;
 
     // The broker joins it, like `skein broker` does.
     let identity = identity(&config, DEV_TENANT);
@@ -124,6 +135,24 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         args.listener.node_settings(Duration::from_secs(1)),
     )
     .await?;
+    let children = crate::dev_brokers::ChildBrokers {
+        controller: controller.url.clone(),
+        token: broker_token,
+        data_dir: args.listener.data_dir.clone(),
+        kafka_listen: address,
+        config: args.listener.config.clone(),
+        replication_factor,
+    }
+    .start(args.brokers)?;
+    // Topics get replicas on every broker only once all have registered: wait for them.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while node.broker().topics.brokers().len() < usize::from(args.brokers) {
+        if tokio::time::Instant::now() > deadline {
+            println!("warning: not every broker has joined after 30 s; going on");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let reports = node.broker().logs().recovery_reports();
     let recovered = reports.iter().filter(|(_, r)| !r.clean_shutdown).count();
     println!(
@@ -193,6 +222,14 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     .await?;
     let dev_token = dev_token(&secret)?;
     println!("kafka: bootstrap server {address} (tenant {DEV_TENANT:?}; topics are created on first use)");
+    if args.brokers > 1 {
+        println!(
+            "cluster: {} brokers (node 0 in this process, nodes 1 to {} as child processes, \
+             restarted when they exit); topics get {replication_factor} replicas",
+            args.brokers,
+            args.brokers - 1
+        );
+    }
     println!(
         "admin API: http://{admin_address} (catalog {})",
         catalog_path.display()
@@ -214,6 +251,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     let _ = admin_stop.send(());
     gateway.stop(std::time::Duration::from_secs(5)).await?;
     admin.await?.context("the admin API failed")?;
+    tokio::task::spawn_blocking(move || children.stop()).await?;
     node.shutdown().await?;
     controller.stop().await?;
     catalog.close().await;

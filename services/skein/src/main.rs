@@ -6,6 +6,7 @@ mod config;
 mod control_plane;
 mod controller_credentials;
 mod dev;
+mod dev_brokers;
 mod dump;
 mod gateway;
 mod listener_args;
