@@ -289,6 +289,18 @@ impl ControllerLink {
         Ok(placement(&stored))
     }
 
+    /// This tenant's topic `name` as the catalog has it now.
+    pub async fn describe_topic(&self, name: &str) -> Result<TopicInfo, ControllerError> {
+        let request = pb::DescribeTopicRequest {
+            tenant: self.identity.tenant.clone(),
+            name: name.to_owned(),
+        };
+        answered(
+            self.call(request, |mut c, r| async move { c.describe_topic(r).await })
+                .await?,
+        )
+    }
+
     pub async fn delete_topic(&self, name: &str) -> Result<(), ControllerError> {
         let request = pb::DeleteTopicRequest {
             tenant: self.identity.tenant.clone(),

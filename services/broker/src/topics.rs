@@ -135,7 +135,15 @@ pub struct TopicRegistry {
     /// The cluster's live brokers that serve this broker's tenant, from the controller's
     /// snapshots (empty for a broker on its own).
     brokers: RwLock<Vec<BrokerEndpoint>>,
+    /// Names the controller recently said it does not have, with when: asked again only
+    /// after [`MISS_FOR`], so a client naming unknown topics costs the controller little.
+    misses: parking_lot::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
+
+/// How long the controller's "no such topic" is believed.
+const MISS_FOR: std::time::Duration = std::time::Duration::from_millis(500);
+/// The most remembered misses; past it they are all forgotten.
+const MAX_MISSES: usize = 10_000;
 
 /// How long a topic created here is protected from snapshots that predate it.
 const FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(10);
@@ -242,6 +250,7 @@ impl TopicRegistry {
             retired: parking_lot::Mutex::default(),
             fresh: parking_lot::Mutex::default(),
             brokers: RwLock::default(),
+            misses: parking_lot::Mutex::default(),
         })
     }
 
@@ -257,6 +266,7 @@ impl TopicRegistry {
             retired: parking_lot::Mutex::default(),
             fresh: parking_lot::Mutex::default(),
             brokers: RwLock::default(),
+            misses: parking_lot::Mutex::default(),
         }
     }
 
@@ -351,6 +361,52 @@ impl TopicRegistry {
     /// The cluster's brokers serving this tenant (empty for a broker on its own).
     pub fn brokers(&self) -> Vec<BrokerEndpoint> {
         self.brokers.read().clone()
+    }
+
+    /// The topic of that name, asking the controller when the metadata stream has not
+    /// brought it yet (a topic created a moment ago through another broker or the admin
+    /// API): read-your-writes across every API.
+    pub async fn lookup(&self, name: &str) -> Option<TopicInfo> {
+        if let Some(info) = self.get(name) {
+            return Some(info);
+        }
+        let Source::Controller(link) = &self.source else {
+            return None;
+        };
+        if validate_name(name).is_err() {
+            return None;
+        }
+        if self
+            .misses
+            .lock()
+            .get(name)
+            .is_some_and(|at| at.elapsed() < MISS_FOR)
+        {
+            return None;
+        }
+        match link.describe_topic(name).await {
+            Ok(info) => {
+                if self.retired.lock().contains(&info.id) {
+                    return None;
+                }
+                self.fresh
+                    .lock()
+                    .insert(name.to_owned(), (info.id, std::time::Instant::now()));
+                let mut topics = self.topics.write();
+                Some(topics.entry(name.to_owned()).or_insert(info).clone())
+            }
+            Err(e) => {
+                if e.reason != Reason::NotFound {
+                    tracing::debug!(topic = %name, error = %e, "could not ask the controller for a topic");
+                }
+                let mut misses = self.misses.lock();
+                if misses.len() >= MAX_MISSES {
+                    misses.clear();
+                }
+                misses.insert(name.to_owned(), std::time::Instant::now());
+                None
+            }
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<TopicInfo> {

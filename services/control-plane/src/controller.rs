@@ -417,6 +417,26 @@ impl Controller for ControllerService {
         }))
     }
 
+    async fn describe_topic(
+        &self,
+        request: Request<pb::DescribeTopicRequest>,
+    ) -> Result<Response<pb::TopicResponse>, Status> {
+        let caller = credentials::caller(&request)?;
+        let request = request.into_inner();
+        // A gateway serves every tenant; a broker only its own.
+        if caller.role != Role::Gateway {
+            caller.require_tenant(&request.tenant)?;
+        }
+        let (topic, partitions) = self
+            .topics
+            .describe(&request.tenant, &request.name)
+            .await
+            .map_err(op_status)?;
+        Ok(Response::new(pb::TopicResponse {
+            topic: Some(topic_message(&request.tenant, topic, partitions)),
+        }))
+    }
+
     async fn delete_topic(
         &self,
         request: Request<pb::DeleteTopicRequest>,

@@ -147,6 +147,51 @@ impl Call {
             .ok_or_else(|| GatewayError::NotFound(format!("there is no topic {name}")))
     }
 
+    /// [`Call::topic`], asking the controller when the metadata stream has not brought the
+    /// topic yet (one created a moment ago): read-your-writes across every API. The
+    /// controller's "no such topic" is believed for a moment, so a caller naming unknown
+    /// topics costs it little.
+    pub async fn topic_known(
+        &self,
+        gateway: &crate::Gateway,
+        name: &str,
+        operation: Operation,
+    ) -> Result<TopicSummary, GatewayError> {
+        let known = self.topic(name, operation);
+        let (Err(GatewayError::NotFound(_)), Some(controller)) = (&known, &gateway.controller)
+        else {
+            return known;
+        };
+        let key = (self.caller.tenant.clone(), name.to_owned());
+        if gateway.topic_misses.recent(&key) {
+            return known;
+        }
+        let request = skein_proto::controller::DescribeTopicRequest {
+            tenant: self.caller.tenant.clone(),
+            name: name.to_owned(),
+        };
+        match controller
+            .call(request, |mut c, r| async move { c.describe_topic(r).await })
+            .await
+        {
+            Ok(answer) => match answer.topic {
+                Some(topic) => Ok(TopicSummary {
+                    id: topic.id,
+                    partitions: i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX),
+                    configs: topic.configs.into_iter().collect(),
+                }),
+                None => known,
+            },
+            Err(status) => {
+                if status.code() != tonic::Code::NotFound {
+                    tracing::debug!(topic = %name, %status, "could not ask the controller for a topic");
+                }
+                gateway.topic_misses.note(key);
+                known
+            }
+        }
+    }
+
     /// The caller's tenant's topics it may DESCRIBE, by name (as Kafka's metadata lists
     /// them).
     pub fn describable_topics(&self) -> Vec<(String, TopicSummary)> {

@@ -71,8 +71,37 @@ pub struct Gateway {
     pub client_state: client_state::ClientStateKeys,
     /// Bytes that ProduceStream may read ahead of their reports.
     pub read_ahead: grpc::ReadAheadBudget,
+    /// Topics the controller recently said a tenant does not have.
+    pub topic_misses: TopicMisses,
     /// Set once the gateway begins to shut down.
     stopping: tokio::sync::watch::Sender<bool>,
+}
+
+/// (tenant, topic) names the controller recently answered NOT_FOUND for, believed for
+/// [`TopicMisses::FOR`]; bounded, forgetting them all past [`TopicMisses::MAX`].
+#[derive(Debug, Default)]
+pub struct TopicMisses(
+    parking_lot::Mutex<std::collections::HashMap<(String, String), std::time::Instant>>,
+);
+
+impl TopicMisses {
+    const FOR: std::time::Duration = std::time::Duration::from_millis(500);
+    const MAX: usize = 10_000;
+
+    fn recent(&self, key: &(String, String)) -> bool {
+        self.0
+            .lock()
+            .get(key)
+            .is_some_and(|at| at.elapsed() < Self::FOR)
+    }
+
+    fn note(&self, key: (String, String)) {
+        let mut misses = self.0.lock();
+        if misses.len() >= Self::MAX {
+            misses.clear();
+        }
+        misses.insert(key, std::time::Instant::now());
+    }
 }
 
 impl Gateway {
@@ -94,6 +123,7 @@ impl Gateway {
             controller,
             read_ahead: grpc::ReadAheadBudget::new(stream_read_ahead_bytes, read_ahead_bytes),
             client_state,
+            topic_misses: TopicMisses::default(),
             stopping: tokio::sync::watch::Sender::new(false),
         })
     }

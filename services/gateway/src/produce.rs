@@ -53,7 +53,7 @@ pub async fn produce(
     records: Vec<Result<ProduceRecord, GatewayError>>,
     idempotency_key: Option<&str>,
 ) -> Result<Produced, GatewayError> {
-    let summary = call.topic(topic, Operation::Write)?;
+    let summary = call.topic_known(gateway, topic, Operation::Write).await?;
     let bytes: usize = records.iter().flatten().map(record_size).sum();
     gateway.quotas.take(
         &call.view,

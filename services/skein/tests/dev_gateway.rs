@@ -45,8 +45,8 @@ fn the_readme_walkthrough_produces_with_curl_and_consumes_over_grpc() {
         r#"{"topic_name":"orders","partitions_count":3}"#,
     ]);
     assert!(created.contains(r#""topic_name":"orders""#), "{created}");
-    // The gateway hears of the topic from the metadata stream within a moment.
-    dev.wait_for_topic("orders");
+    // Read-your-writes: the gateway takes the topic at once, asking the controller when its
+    // metadata stream has not brought it yet.
     let produced = curl(&[
         "-X",
         "POST",
@@ -86,4 +86,48 @@ fn the_readme_walkthrough_produces_with_curl_and_consumes_over_grpc() {
         printed.contains("\tbob\t{\"item\":\"pen\",\"qty\":3}"),
         "{printed}"
     );
+}
+
+#[test]
+fn a_topic_created_through_the_admin_api_takes_rest_records_at_once() {
+    let data = tempfile::tempdir().unwrap();
+    let dev = Dev::start(data.path());
+    for i in 0..5 {
+        let topic = format!("fresh-{i}");
+        let created = curl(&[
+            "-X",
+            "POST",
+            &format!("http://{}/v1/tenants/dev/topics", dev.admin),
+            "-H",
+            &format!("Authorization: Bearer {}", dev.admin_token),
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            &format!(r#"{{"topic_name":"{topic}","partitions_count":2}}"#),
+        ]);
+        assert!(created.contains(&topic), "{created}");
+        // No waiting: curl's --fail-with-body fails the test on a 404.
+        let produced = curl(&[
+            "-X",
+            "POST",
+            &format!("http://{}/v1/topics/{topic}/records", dev.rest),
+            "-H",
+            &format!("Authorization: Bearer {}", dev.dev_token),
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            r#"{"records":[{"key":"k","value":"v"}]}"#,
+        ]);
+        assert!(produced.contains(r#""offset":"#), "{topic}: {produced}");
+    }
+    // A name nobody created is still 404, with a problem body.
+    let out = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+        .arg(format!("http://{}/v1/topics/never-made/records", dev.rest))
+        .args(["-H", &format!("Authorization: Bearer {}", dev.dev_token)])
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-d", r#"{"records":[{"key":"k","value":"v"}]}"#])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "404");
 }

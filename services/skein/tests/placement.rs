@@ -210,6 +210,38 @@ fn the_controller_places_replicas_across_brokers_and_racks_and_clients_follow_th
     assert_eq!(data.error_code, 0);
     assert_eq!(data.high_watermark, 100);
 
+    // Read-your-writes: a topic made through the admin API is usable at once on a broker
+    // whose metadata stream has not brought it yet (it asks the controller).
+    for i in 0..5 {
+        let topic = format!("fresh-{i}");
+        let (status, body) = common::http(
+            &admin,
+            "POST",
+            "/v1/tenants/acme/topics",
+            Some(TOKEN),
+            &format!(r#"{{"topic_name":"{topic}","partitions_count":1}}"#),
+        );
+        assert_eq!(status, 201, "{body}");
+        // Whichever broker leads it answers the produce; the others name the leader.
+        let codes: Vec<i16> = bootstrap
+            .iter()
+            .map(|b| RawKafka::connect(b).produce(&topic, 0, Vec::new()))
+            .collect();
+        // An empty batch is refused by the leader as INVALID_RECORD (87) after it found
+        // the partition; the others answer NOT_LEADER_OR_FOLLOWER (6). Nobody says
+        // UNKNOWN_TOPIC_OR_PARTITION (3).
+        assert_eq!(
+            codes.iter().filter(|c| **c == 87).count(),
+            1,
+            "{topic}: {codes:?}"
+        );
+        assert_eq!(
+            codes.iter().filter(|c| **c == 6).count(),
+            2,
+            "{topic}: {codes:?}"
+        );
+    }
+
     for (process, _) in brokers {
         process.stop();
     }

@@ -98,6 +98,16 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
             }
         }
     };
+    // A topic created a moment ago elsewhere is known before it is refused (by name; ids
+    // come from a client that already has the metadata).
+    let mut named: Vec<&str> = targets.iter().map(|t| t.topic.as_str()).collect();
+    named.sort_unstable();
+    named.dedup();
+    for name in named.into_iter().filter(|n| !n.is_empty()) {
+        if broker.topics.get(name).is_none() {
+            let _ = broker.topics.lookup(name).await;
+        }
+    }
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let max_bytes = (request.max_bytes.max(0) as u64).min(broker.config.fetch_max_bytes);
     loop {

@@ -38,7 +38,7 @@ pub(crate) async fn handle(
         Some(names) => {
             let mut topics = Vec::with_capacity(names.len());
             for name in &names {
-                topics.push(match broker.topics.get(name) {
+                topics.push(match broker.topics.lookup(name).await {
                     Some(info) => describe(&info),
                     None if allow_create => {
                         let created = broker

@@ -30,6 +30,10 @@ pub(crate) async fn handle(
         let name = topic.name.0.as_str().to_owned();
         // Kafka: "Cannot append to internal topic". Only the coordinators write there.
         let internal = crate::topics::is_internal(&name);
+        if !internal {
+            // A topic created a moment ago elsewhere is known before it is refused.
+            let _ = broker.topics.lookup(&name).await;
+        }
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let answer = PartitionProduceResponse::default()

@@ -210,7 +210,7 @@ pub(super) async fn start(
         return Err(Status::invalid_argument("the first message must subscribe"));
     };
     let topic = subscribe.topic.clone();
-    let summary = call.topic(&topic, Operation::Read)?;
+    let summary = call.topic_known(&gateway, &topic, Operation::Read).await?;
     let tenant = call.client(&gateway).await?;
     let source = match subscribe.mode {
         Some(pb::subscribe::Mode::Group(group)) => {

@@ -161,7 +161,7 @@ pub async fn events(
         .map(|c| c.0.ip().to_string())
         .unwrap_or_default();
     let call = Call::new(&gateway, caller, host)?;
-    let summary = call.topic(&topic, Operation::Read)?;
+    let summary = call.topic_known(&gateway, &topic, Operation::Read).await?;
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())

@@ -130,7 +130,7 @@ pub async fn produce_stream(
         ));
     }
     // Refuse before reading anything when the caller may not write.
-    call.topic(&topic, Operation::Write)?;
+    call.topic_known(&gateway, &topic, Operation::Write).await?;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(16);
     tokio::spawn(async move {
         let mut chunks = body.into_data_stream();

@@ -87,7 +87,7 @@ pub async fn read_partition(
     ApiPath((topic, partition)): ApiPath<(String, i32)>,
     ApiQuery(query): ApiQuery<ReadQuery>,
 ) -> Result<Json<ReadResults>, Problem> {
-    let summary = call.topic(&topic, Operation::Read)?;
+    let summary = call.topic_known(&gateway, &topic, Operation::Read).await?;
     if partition < 0 || partition >= summary.partitions {
         return Err(GatewayError::NotFound(format!(
             "{topic} has no partition {partition} (it has {})",

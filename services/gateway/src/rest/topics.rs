@@ -69,11 +69,13 @@ pub async fn list(State(_gateway): State<Arc<Gateway>>, call: Call) -> Json<Topi
     )
 )]
 pub async fn describe(
-    State(_gateway): State<Arc<Gateway>>,
+    State(gateway): State<Arc<Gateway>>,
     call: Call,
     ApiPath(topic): ApiPath<String>,
 ) -> Result<Json<TopicOut>, Problem> {
-    let summary = call.topic(&topic, Operation::Describe)?;
+    let summary = call
+        .topic_known(&gateway, &topic, Operation::Describe)
+        .await?;
     Ok(Json(TopicOut {
         name: topic,
         topic_id: summary.id,
