@@ -289,6 +289,22 @@ impl ControllerLink {
         Ok(placement(&stored))
     }
 
+    /// Controlled shutdown: asks the controller to move this broker's leaderships away;
+    /// answers how many it still holds.
+    pub async fn controlled_shutdown(&self) -> Result<i32, ControllerError> {
+        let request = pb::ControlledShutdownRequest {
+            node_id: self.identity.node_id,
+            incarnation: self.incarnation.clone(),
+        };
+        let answer = self
+            .call(
+                request,
+                |mut c, r| async move { c.controlled_shutdown(r).await },
+            )
+            .await?;
+        Ok(answer.remaining_leaderships)
+    }
+
     /// This tenant's topic `name` as the catalog has it now.
     pub async fn describe_topic(&self, name: &str) -> Result<TopicInfo, ControllerError> {
         let request = pb::DescribeTopicRequest {

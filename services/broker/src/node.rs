@@ -51,7 +51,13 @@ pub struct Node {
     tasks: Vec<JoinHandle<()>>,
     /// Tasks that are aborted (they hold no log work across an await).
     aborted: Vec<AbortOnDrop>,
+    /// The controller, for a broker joined to one: asked to move leadership away before
+    /// the broker stops.
+    link: Option<ControllerLink>,
 }
+
+/// How long a stopping broker waits for its leaderships to move away.
+const CONTROLLED_SHUTDOWN_WITHIN: Duration = Duration::from_secs(30);
 
 /// A task aborted when its handle is dropped, so a node dropped without
 /// [`Node::shutdown`] leaves no controller task behind.
@@ -86,7 +92,7 @@ impl Node {
         let broker = tokio::task::spawn_blocking(move || Broker::open(config))
             .await?
             .with_context(|| format!("failed to open {}", data_dir.display()))?;
-        Self::run(broker, listener, &settings, Vec::new())
+        Self::run(broker, listener, &settings, Vec::new(), None)
     }
 
     /// A broker joined to the controller through `link` (already registered): its topics,
@@ -104,6 +110,7 @@ impl Node {
         let heartbeats =
             link.spawn_heartbeats(settings.heartbeat_interval.max(Duration::from_millis(100)));
         let isr = crate::isr::spawn(Arc::clone(&broker), link.clone());
+        let controller = link.clone();
         let follower = broker.follow_controller(link, snapshots);
         let fetchers = crate::replica_fetcher::spawn(Arc::clone(&broker));
         let aborted = vec![
@@ -112,7 +119,7 @@ impl Node {
             AbortOnDrop(Some(fetchers)),
             AbortOnDrop(Some(isr)),
         ];
-        Self::run(broker, listener, &settings, aborted)
+        Self::run(broker, listener, &settings, aborted, Some(controller))
     }
 
     fn run(
@@ -120,6 +127,7 @@ impl Node {
         listener: TcpListener,
         settings: &NodeSettings,
         aborted: Vec<AbortOnDrop>,
+        link: Option<ControllerLink>,
     ) -> anyhow::Result<Self> {
         let address = listener.local_addr()?;
         let (stop_tasks, stopping) = watch::channel(false);
@@ -145,6 +153,7 @@ impl Node {
             stop_tasks,
             tasks,
             aborted,
+            link,
         })
     }
 
@@ -167,8 +176,12 @@ impl Node {
             stop_tasks,
             tasks,
             aborted,
+            link,
             ..
         } = self;
+        if let Some(link) = link {
+            controlled_shutdown(&broker, &link).await;
+        }
         let _ = stop.send(());
         server.await.context("the Kafka listener failed")?;
         for task in aborted {
@@ -187,6 +200,34 @@ impl Node {
         tokio::task::spawn_blocking(move || broker.shutdown())
             .await?
             .context("failed to close the logs cleanly")
+    }
+}
+
+/// Kafka's controlled shutdown: the controller moves every leadership this broker holds to
+/// another in-sync replica, and the broker serves on (answering with NOT_LEADER_OR_FOLLOWER
+/// where it no longer leads) until its metadata says it leads nothing, so clients move over
+/// without waiting for its session to lapse. Gives up after [`CONTROLLED_SHUTDOWN_WITHIN`]
+/// (the controller may be unreachable): then the partitions fail over when the session does.
+async fn controlled_shutdown(broker: &Broker, link: &ControllerLink) {
+    let deadline = tokio::time::Instant::now() + CONTROLLED_SHUTDOWN_WITHIN;
+    loop {
+        match link.controlled_shutdown().await {
+            Ok(0) if broker.replicas.led().is_empty() => return,
+            Ok(remaining) => {
+                tracing::info!(
+                    remaining,
+                    "controlled shutdown: waiting for leadership to move"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "controlled shutdown: the controller did not answer")
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            tracing::warn!("controlled shutdown incomplete; stopping anyway");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

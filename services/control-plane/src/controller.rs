@@ -73,9 +73,34 @@ pub struct Leadership {
     /// Local milliseconds after which the lease may have lapsed: acting stops then even if a
     /// renewal is still in flight.
     valid_until: AtomicI64,
+    /// Brokers in a controlled shutdown, with when they asked: not elected, not let into an
+    /// ISR, until they register again (or [`SHUTDOWN_REMEMBERED`] passes).
+    shutting_down: parking_lot::Mutex<std::collections::BTreeMap<i32, std::time::Instant>>,
 }
 
+/// How long a controlled shutdown is remembered without the broker registering again.
+const SHUTDOWN_REMEMBERED: Duration = Duration::from_secs(120);
+
 impl Leadership {
+    /// Notes that `node` is shutting down.
+    pub fn shutting_down(&self, node: i32) {
+        self.shutting_down
+            .lock()
+            .insert(node, std::time::Instant::now());
+    }
+
+    /// `node` registered again: it may lead and be in sync.
+    pub fn started(&self, node: i32) {
+        self.shutting_down.lock().remove(&node);
+    }
+
+    /// The brokers in a controlled shutdown now.
+    pub fn stopping_brokers(&self) -> std::collections::BTreeSet<i32> {
+        let mut stopping = self.shutting_down.lock();
+        stopping.retain(|_, since| since.elapsed() < SHUTDOWN_REMEMBERED);
+        stopping.keys().copied().collect()
+    }
+
     /// The lease epoch while this replica is active.
     pub fn active_epoch(&self) -> Option<i64> {
         let epoch = self.epoch.load(Ordering::Acquire);
@@ -363,6 +388,7 @@ impl Controller for ControllerService {
                 "a registration needs an incarnation, a host and a port",
             ));
         }
+        self.leadership.started(broker.node_id);
         self.catalog
             .register_broker(
                 broker.node_id,
@@ -563,6 +589,24 @@ impl Controller for ControllerService {
         Ok(Response::new(pb::AllocateProducerIdsResponse {
             first_id,
             size,
+        }))
+    }
+
+    async fn controlled_shutdown(
+        &self,
+        request: Request<pb::ControlledShutdownRequest>,
+    ) -> Result<Response<pb::ControlledShutdownResponse>, Status> {
+        credentials::caller(&request)?.require(Role::Broker)?;
+        self.require_active()?;
+        let node = request.into_inner().node_id;
+        self.leadership.shutting_down(node);
+        let remaining = crate::election::elect_once(&self.catalog, &self.config, &self.leadership)
+            .await
+            .map_err(status)?
+            .led_by(node);
+        tracing::info!(node, remaining, "controlled shutdown");
+        Ok(Response::new(pb::ControlledShutdownResponse {
+            remaining_leaderships: remaining,
         }))
     }
 

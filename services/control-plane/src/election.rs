@@ -129,25 +129,44 @@ pub fn spawn(
             if since.elapsed() < config.broker_session {
                 continue;
             }
-            if let Err(e) = elect_once(&catalog, &config, &leadership).await {
+            if let Err(e) = elect_once(&catalog, &config, &leadership).await.map(drop) {
                 tracing::warn!(error = %e, "election pass failed");
             }
         }
     })
 }
 
-async fn elect_once(
+/// What one election pass left: each replicated partition's leader after it.
+#[derive(Debug, Default)]
+pub struct Elected {
+    leaders: Vec<i32>,
+}
+
+impl Elected {
+    /// How many partitions with more than one replica `node` leads.
+    pub fn led_by(&self, node: i32) -> i32 {
+        i32::try_from(self.leaders.iter().filter(|l| **l == node).count()).unwrap_or(i32::MAX)
+    }
+}
+
+/// One election pass over every partition. Brokers whose session lapsed count as gone, and
+/// so do brokers in a controlled shutdown, except for partitions they are the only replica
+/// of (nothing could lead those instead: they stay until the broker stops).
+pub async fn elect_once(
     catalog: &Catalog,
     config: &ControllerConfig,
     leadership: &Leadership,
-) -> Result<(), CatalogError> {
+) -> Result<Elected, CatalogError> {
     let session = i64::try_from(config.broker_session.as_millis()).unwrap_or(i64::MAX);
-    let live: BTreeSet<i32> = catalog
+    let stopping = leadership.stopping_brokers();
+    let alive: BTreeSet<i32> = catalog
         .live_brokers(now_ms() - session)
         .await?
         .into_iter()
         .map(|b| b.node_id)
         .collect();
+    let staying: BTreeSet<i32> = alive.difference(&stopping).copied().collect();
+    let mut elected = Elected::default();
     let policies: BTreeMap<String, (String, ElectionPolicy)> = catalog
         .all_topics()
         .await?
@@ -161,27 +180,39 @@ async fn elect_once(
         let Some((name, policy)) = policies.get(&partition.topic_id) else {
             continue;
         };
-        let Some(update) = decide(&partition, &live, *policy) else {
+        let replicated = partition.replicas.len() > 1;
+        let live = if replicated { &staying } else { &alive };
+        let mut note = |leader: i32| {
+            if replicated {
+                elected.leaders.push(leader);
+            }
+        };
+        let Some(update) = decide(&partition, live, *policy) else {
+            note(partition.leader);
             continue;
         };
         // The lease may have lapsed during the pass: stop acting at once.
         if leadership.active_epoch().is_none() {
-            return Ok(());
+            note(partition.leader);
+            return Ok(elected);
         }
         match catalog
             .update_partition(&partition.topic_id, partition.partition, &update)
             .await
         {
-            Ok(stored) => tracing::info!(
-                topic = %name, partition = stored.partition, leader = stored.leader,
-                leader_epoch = stored.leader_epoch, isr = ?stored.isr, "partition leadership changed"
-            ),
+            Ok(stored) => {
+                tracing::info!(
+                    topic = %name, partition = stored.partition, leader = stored.leader,
+                    leader_epoch = stored.leader_epoch, isr = ?stored.isr, "partition leadership changed"
+                );
+                note(stored.leader);
+            }
             // Changed meanwhile (an ISR change from its leader): decided again next pass.
-            Err(CatalogError::Conflict { .. }) => {}
+            Err(CatalogError::Conflict { .. }) => note(partition.leader),
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(elected)
 }
 
 #[cfg(test)]

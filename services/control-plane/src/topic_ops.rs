@@ -244,12 +244,14 @@ impl TopicOps {
             .collect();
         if !joining.is_empty() {
             let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
+            let stopping = self.leadership.stopping_brokers();
             let live: Vec<i32> = self
                 .catalog
                 .live_brokers(now_ms() - session)
                 .await?
                 .into_iter()
                 .map(|b| b.node_id)
+                .filter(|id| !stopping.contains(id))
                 .collect();
             if let Some(dead) = joining.iter().find(|id| !live.contains(id)) {
                 return Err(TopicOpError::IneligibleReplica(*dead));
