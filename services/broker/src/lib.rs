@@ -57,7 +57,7 @@ pub use topics::{BrokerEndpoint, PartitionPlacement, Placement, TopicInfo, Topic
 ///
 /// This is for ordering, not for stale data: a topic's logs are told apart from those of any
 /// other topic of the same name by its id (every partition directory names it, and
-/// `ReplicaManager::partition` never serves one of another id), so a name reused by a new
+/// `ReplicaManager::leader` never serves one of another id), so a name reused by a new
 /// topic never finds the old records, grace or not. The grace is there because a snapshot
 /// may lack a live topic: one computed before the topic's creation was committed. Deleting
 /// the logs at once would cost that topic its records when the next snapshot brings it back

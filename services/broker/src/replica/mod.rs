@@ -1,5 +1,5 @@
 //! The partitions this broker hosts. [`ReplicaManager`] owns their logs and their idempotent
-//! producers' state; a handler gets a `Partition` from `ReplicaManager::partition` and
+//! producers' state; a handler gets a `Partition` from `ReplicaManager::leader` and
 //! calls its operations (append, read, offsets, delete records), never a log itself.
 //!
 //! Which broker leads a partition, and in which leader epoch, is the controller's decision
@@ -7,8 +7,9 @@
 //! partition in epoch 0. Clients are served only by the leader: another broker answers
 //! NOT_LEADER_OR_FOLLOWER naming the leader, and a request carrying a leader epoch (KIP-320)
 //! older than the partition's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
-//! Followers do not copy their leaders' logs yet: a partition's high watermark is its
-//! leader's log end offset, and `acks=all` counts the leader as the one replica in sync.
+//! Followers copy their leaders' logs through `FollowedPartition` (driven by
+//! `replica_fetcher.rs`); the leader's high watermark is the smallest log end offset in the
+//! ISR (`progress.rs`), consumers read below it, and `acks=all` waits for it.
 //!
 //! **Invariant:** a partition is served only from a log whose directory names its topic's
 //! current id. One of another id (a deleted topic of the same name) is deleted and an empty
