@@ -220,6 +220,10 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         args.gateway_grpc_listen,
     )
     .await?;
+    // Say it runs only once the gateway can answer (it needs its first metadata snapshot).
+    if !gateway.ready(Duration::from_secs(10)).await {
+        println!("warning: the gateway has no metadata from the controller yet");
+    }
     let dev_token = dev_token(&secret)?;
     println!("kafka: bootstrap server {address} (tenant {DEV_TENANT:?}; topics are created on first use)");
     if args.brokers > 1 {

@@ -199,6 +199,22 @@ pub(crate) struct RunningGateway {
 }
 
 impl RunningGateway {
+    /// Waits (at most `within`) until the gateway has its first view of the cluster, before
+    /// which it answers 503; answers whether it has.
+    pub(crate) async fn ready(&self, within: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if self.gateway.view.now().received {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            self.gateway.view.changed(left).await;
+        }
+    }
+
     pub(crate) async fn start(
         replicas: ControllerReplicas,
         auth: AuthConfig,

@@ -139,9 +139,20 @@ impl ReplicaManager {
             None => self.open_partition_log(&tp).ok_or_else(unknown)?,
         };
         // The first time this process serves the partition, its high watermark starts at
-        // the log end as it is now, before the caller appends anything.
-        self.progress
-            .high_watermark(&tp, log.read().log_end_offset());
+        // the log end as it is now, before the caller appends anything. Then it is worked
+        // out for the ISR as it stands: a leader new in its epoch, or left alone in the ISR,
+        // moves it on without waiting for a write (which min.insync.replicas may refuse).
+        let log_end = log.read().log_end_offset();
+        self.progress.high_watermark(&tp, log_end);
+        self.progress.leader_advanced(
+            &tp,
+            progress::LeaderView {
+                node_id: self.node_id,
+                epoch: current,
+                log_end,
+                isr: &placement.isr,
+            },
+        );
         Ok(Partition {
             manager: self,
             tp,
