@@ -50,7 +50,7 @@ fn leader(python: &str, bootstrap: &str) -> (usize, usize) {
     let described: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let partition = &described["partitions"]["0"];
     (
-        partition["leader"].as_i64().unwrap() as usize,
+        usize::try_from(partition["leader"].as_i64().unwrap()).unwrap_or(0),
         partition["isr"].as_array().unwrap().len(),
     )
 }

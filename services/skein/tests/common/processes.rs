@@ -171,6 +171,12 @@ pub fn field(line: &str, marker: &str) -> String {
 }
 
 pub fn control_plane(url: &str) -> (Process, String, String) {
+    control_plane_with_session(url, 2)
+}
+
+/// A control-plane process whose lease, and broker session, last `secs` seconds.
+pub fn control_plane_with_session(url: &str, secs: u64) -> (Process, String, String) {
+    let secs = secs.to_string();
     let process = Process::start(
         Command::new(SKEIN)
             .args(["control-plane", "--migrate", "--database-url", url])
@@ -180,7 +186,7 @@ pub fn control_plane(url: &str) -> (Process, String, String) {
                 "--controller-listen",
                 "127.0.0.1:0",
             ])
-            .args(["--bootstrap-token", TOKEN, "--lease-ttl-secs", "2"])
+            .args(["--bootstrap-token", TOKEN, "--lease-ttl-secs", &secs])
             .arg("--controller-secret-file")
             .arg(controller_secret_file())
             .env_remove("SKEIN_DATABASE_URL"),
