@@ -17,7 +17,7 @@ import json
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 BOOTSTRAP, PHASE, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -87,7 +87,17 @@ elif PHASE == "values":
     name, partition = ARGS[0], int(ARGS[1])
     consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "values-check",
                          "enable.auto.commit": False})
-    end = consumer.get_watermark_offsets(TopicPartition(name, partition), timeout=30)[1]
+    deadline = time.time() + 30
+    while True:
+        try:
+            end = consumer.get_watermark_offsets(TopicPartition(name, partition), timeout=30)[1]
+            break
+        except KafkaException as e:
+            # Leadership may be moving: the client follows once its metadata does.
+            if not e.args[0].retriable() and e.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION \
+                    or time.time() > deadline:
+                raise
+            time.sleep(0.2)
     consumer.assign([TopicPartition(name, partition, 0)])
     values = []
     deadline = time.time() + 30

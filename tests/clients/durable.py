@@ -82,7 +82,8 @@ elif PHASE == "verify":
     acked = {}
     for line in open(acked_path):
         p, seq, offset = line.split()
-        acked[(int(p), int(seq))] = int(offset)
+        # librdkafka may acknowledge a record without naming its offset (None).
+        acked[(int(p), int(seq))] = int(offset) if offset.lstrip("-").isdigit() else None
     consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "durable-verify",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 100})
     ends = {}
@@ -107,9 +108,11 @@ elif PHASE == "verify":
             done.add(p)
     consumer.close()
     lost = [k for k in acked if k not in seen]
-    moved = [k for k in acked if k in seen and seen[k] != acked[k]]
+    moved = [k for k in acked if k in seen and acked[k] is not None and seen[k] != acked[k]]
+    unnamed = sum(1 for k in acked if acked[k] is None)
     print(json.dumps({"acked": len(acked), "lost": len(lost), "duplicated": duplicated,
-                      "moved": len(moved), "read": len(seen),
+                      "moved": len(moved), "acked_without_offset": unnamed,
+                      "read": len(seen),
                       "lost_sample": sorted(lost)[:10]}))
 else:
     raise SystemExit(f"unknown phase {PHASE}")

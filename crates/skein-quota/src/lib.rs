@@ -3,6 +3,10 @@
 //! debt means: the gateway refuses requests while in debt, the brokers hold a connection
 //! back (Kafka's throttling) for as long as the debt lasts.
 
+mod lookups;
+
+pub use lookups::Lookups;
+
 use std::time::{Duration, Instant};
 
 /// One rate's bucket.

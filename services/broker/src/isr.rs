@@ -28,7 +28,10 @@ pub(crate) fn spawn(broker: Arc<Broker>, link: ControllerLink) -> JoinHandle<()>
         let lag_max = broker.config.replica_lag_time_max;
         loop {
             tokio::time::sleep(CHECK_EVERY.min(lag_max / 2)).await;
-            for (topic, index) in broker.replicas.led() {
+            let led = broker.replicas.led();
+            // Partitions no longer led here (moved, deleted) are forgotten.
+            asked.retain(|key, _| led.contains(key));
+            for (topic, index) in led {
                 let Ok(partition) = broker.replicas.leader(&topic, index, -1) else {
                     continue;
                 };

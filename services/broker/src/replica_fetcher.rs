@@ -79,6 +79,8 @@ async fn follow(broker: Arc<Broker>, leader: i32, address: String) {
     let node = broker.config.node_id;
     let mut config = ClientConfig::new([address.clone()]);
     config.client_id = format!("skein-replica-{node}");
+    // An answer holds at most MAX_BYTES, plus one batch over for its first partition.
+    config.max_response_bytes = 2 * MAX_BYTES as usize;
     loop {
         let connection = match Connection::connect(&address, &config).await {
             Ok(connection) => connection,

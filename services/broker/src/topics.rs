@@ -135,15 +135,9 @@ pub struct TopicRegistry {
     /// The cluster's live brokers that serve this broker's tenant, from the controller's
     /// snapshots (empty for a broker on its own).
     brokers: RwLock<Vec<BrokerEndpoint>>,
-    /// Names the controller recently said it does not have, with when: asked again only
-    /// after [`MISS_FOR`], so a client naming unknown topics costs the controller little.
-    misses: parking_lot::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// Rations the questions [`TopicRegistry::lookup`] asks the controller.
+    lookups: skein_quota::Lookups,
 }
-
-/// How long the controller's "no such topic" is believed.
-const MISS_FOR: std::time::Duration = std::time::Duration::from_millis(500);
-/// The most remembered misses; past it they are all forgotten.
-const MAX_MISSES: usize = 10_000;
 
 /// How long a topic created here is protected from snapshots that predate it.
 const FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(10);
@@ -250,7 +244,7 @@ impl TopicRegistry {
             retired: parking_lot::Mutex::default(),
             fresh: parking_lot::Mutex::default(),
             brokers: RwLock::default(),
-            misses: parking_lot::Mutex::default(),
+            lookups: skein_quota::Lookups::default(),
         })
     }
 
@@ -266,7 +260,7 @@ impl TopicRegistry {
             retired: parking_lot::Mutex::default(),
             fresh: parking_lot::Mutex::default(),
             brokers: RwLock::default(),
-            misses: parking_lot::Mutex::default(),
+            lookups: skein_quota::Lookups::default(),
         }
     }
 
@@ -370,18 +364,15 @@ impl TopicRegistry {
         if let Some(info) = self.get(name) {
             return Some(info);
         }
+        // At most `Lookups::PER_SECOND` questions a second, and a NOT_FOUND believed for a
+        // moment: a client naming ever new unknown topics cannot load the shared catalog.
         let Source::Controller(link) = &self.source else {
             return None;
         };
         if validate_name(name).is_err() {
             return None;
         }
-        if self
-            .misses
-            .lock()
-            .get(name)
-            .is_some_and(|at| at.elapsed() < MISS_FOR)
-        {
+        if !self.lookups.may_ask(name) {
             return None;
         }
         match link.describe_topic(name).await {
@@ -399,14 +390,15 @@ impl TopicRegistry {
                 if e.reason != Reason::NotFound {
                     tracing::debug!(topic = %name, error = %e, "could not ask the controller for a topic");
                 }
-                let mut misses = self.misses.lock();
-                if misses.len() >= MAX_MISSES {
-                    misses.clear();
-                }
-                misses.insert(name.to_owned(), std::time::Instant::now());
+                self.lookups.missed(name.to_owned());
                 None
             }
         }
+    }
+
+    /// Whether the registry knows a topic of that name (without copying it).
+    pub fn contains(&self, name: &str) -> bool {
+        self.topics.read().contains_key(name)
     }
 
     pub fn get(&self, name: &str) -> Option<TopicInfo> {

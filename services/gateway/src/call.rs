@@ -162,8 +162,9 @@ impl Call {
         else {
             return known;
         };
-        let key = (self.caller.tenant.clone(), name.to_owned());
-        if gateway.topic_misses.recent(&key) {
+        // Tenant names cannot hold a NUL, so the key names one tenant's topic.
+        let key = format!("{}\0{name}", self.caller.tenant);
+        if !gateway.topic_lookups.may_ask(&key) {
             return known;
         }
         let request = skein_proto::controller::DescribeTopicRequest {
@@ -186,7 +187,7 @@ impl Call {
                 if status.code() != tonic::Code::NotFound {
                     tracing::debug!(topic = %name, %status, "could not ask the controller for a topic");
                 }
-                gateway.topic_misses.note(key);
+                gateway.topic_lookups.missed(key);
                 known
             }
         }

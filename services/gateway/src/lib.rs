@@ -71,37 +71,10 @@ pub struct Gateway {
     pub client_state: client_state::ClientStateKeys,
     /// Bytes that ProduceStream may read ahead of their reports.
     pub read_ahead: grpc::ReadAheadBudget,
-    /// Topics the controller recently said a tenant does not have.
-    pub topic_misses: TopicMisses,
+    /// Rations the gateway's questions to the controller about topics it does not know.
+    pub topic_lookups: skein_quota::Lookups,
     /// Set once the gateway begins to shut down.
     stopping: tokio::sync::watch::Sender<bool>,
-}
-
-/// (tenant, topic) names the controller recently answered NOT_FOUND for, believed for
-/// [`TopicMisses::FOR`]; bounded, forgetting them all past [`TopicMisses::MAX`].
-#[derive(Debug, Default)]
-pub struct TopicMisses(
-    parking_lot::Mutex<std::collections::HashMap<(String, String), std::time::Instant>>,
-);
-
-impl TopicMisses {
-    const FOR: std::time::Duration = std::time::Duration::from_millis(500);
-    const MAX: usize = 10_000;
-
-    fn recent(&self, key: &(String, String)) -> bool {
-        self.0
-            .lock()
-            .get(key)
-            .is_some_and(|at| at.elapsed() < Self::FOR)
-    }
-
-    fn note(&self, key: (String, String)) {
-        let mut misses = self.0.lock();
-        if misses.len() >= Self::MAX {
-            misses.clear();
-        }
-        misses.insert(key, std::time::Instant::now());
-    }
 }
 
 impl Gateway {
@@ -123,7 +96,7 @@ impl Gateway {
             controller,
             read_ahead: grpc::ReadAheadBudget::new(stream_read_ahead_bytes, read_ahead_bytes),
             client_state,
-            topic_misses: TopicMisses::default(),
+            topic_lookups: skein_quota::Lookups::default(),
             stopping: tokio::sync::watch::Sender::new(false),
         })
     }

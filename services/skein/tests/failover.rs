@@ -167,12 +167,13 @@ fn no_acknowledged_record_is_lost_or_duplicated_while_leaders_are_killed() {
     let checked: serde_json::Value = serde_json::from_str(checked.trim()).unwrap();
     failovers.sort();
     println!(
-        "kills {kills}: acknowledged {} / lost {} / duplicated {} / moved {} / failed-and-retried {}; \
+        "kills {kills}: acknowledged {} / lost {} / duplicated {} / moved {} (acknowledged without an offset {}) / failed-and-retried {}; \
          leader elected after (ms) min {} median {} max {}",
         checked["acked"],
         checked["lost"],
         checked["duplicated"],
         checked["moved"],
+        checked["acked_without_offset"],
         produced["failed"],
         failovers.first().map_or(0, Duration::as_millis),
         failovers.get(failovers.len() / 2).map_or(0, Duration::as_millis),

@@ -104,7 +104,7 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
     named.sort_unstable();
     named.dedup();
     for name in named.into_iter().filter(|n| !n.is_empty()) {
-        if broker.topics.get(name).is_none() {
+        if !broker.topics.contains(name) {
             let _ = broker.topics.lookup(name).await;
         }
     }

@@ -15,13 +15,18 @@ use crate::replica::{PartitionError, Replicated};
 use crate::router::{Api, Call};
 use crate::Broker;
 
+/// The longest an `acks=all` produce waits for the ISR, whatever its `timeout_ms` says.
+const MAX_ACKS_WAIT: Duration = Duration::from_secs(300);
+
 pub(crate) async fn handle(
     broker: &Broker,
     request: ProduceRequest,
     version: i16,
 ) -> ProduceResponse {
-    let deadline =
-        Instant::now() + Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+    // The client's timeout, but no more than MAX_ACKS_WAIT: an acks=all request holds its
+    // bytes while it waits.
+    let wait = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+    let deadline = Instant::now() + wait.min(MAX_ACKS_WAIT);
     let mut responses = Vec::with_capacity(request.topic_data.len());
     // acks=all answers wait for the ISR: ((topic, partition) index in the answer,
     // partition, the offset after its records).
@@ -30,7 +35,7 @@ pub(crate) async fn handle(
         let name = topic.name.0.as_str().to_owned();
         // Kafka: "Cannot append to internal topic". Only the coordinators write there.
         let internal = crate::topics::is_internal(&name);
-        if !internal {
+        if !internal && !broker.topics.contains(&name) {
             // A topic created a moment ago elsewhere is known before it is refused.
             let _ = broker.topics.lookup(&name).await;
         }
