@@ -11,6 +11,13 @@ Usage: cluster_placement.py BOOTSTRAP PHASE ARGS...
           read back, and any missing.
   values NAME PARTITION: every record value of the partition, read from its start to its
           high watermark through the partition's leader.
+  elect TYPE NAME PARTITION: ElectLeaders (TYPE preferred or unclean) for one partition;
+          print the partition's Kafka error name, or "ok".
+  create-assigned NAME JSON [KEY=VALUE ...]: create a topic through CreateTopics with the
+          replicas of each partition given (JSON: a list of broker-id lists) and those
+          configs; print the error's name, or "ok".
+  grow-assigned NAME COUNT JSON: CreatePartitions to COUNT partitions, the new ones on the
+          replicas given (JSON as above); print the error's name, or "ok".
 Prints one line of JSON; exits non-zero on any failure.
 """
 import json
@@ -83,6 +90,36 @@ elif PHASE == "round-trip":
     consumer.close()
     print(json.dumps({"acked": len(acked), "failed": failed[:5], "read": len(read),
                       "missing": sorted(acked - read)[:10], "misplaced": misplaced}))
+elif PHASE == "elect":
+    from confluent_kafka import ElectionType
+    kind = {"preferred": ElectionType.PREFERRED, "unclean": ElectionType.UNCLEAN}[ARGS[0]]
+    partition = TopicPartition(ARGS[1], int(ARGS[2]))
+    try:
+        answered = admin.elect_leaders(kind, [partition]).result(30)
+        errors = [e for tp, e in answered.items()
+                  if (tp.topic, tp.partition) == (partition.topic, partition.partition)]
+        if not errors:
+            raise SystemExit(f"no answer for {partition}: {answered}")
+        print(json.dumps({"error": "ok" if errors[0] is None else errors[0].name()}))
+    except KafkaException as e:
+        print(json.dumps({"error": e.args[0].name(), "message": e.args[0].str()}))
+elif PHASE in ("create-assigned", "grow-assigned"):
+    from confluent_kafka.admin import NewPartitions
+    name = ARGS[0]
+    try:
+        if PHASE == "create-assigned":
+            assigned = json.loads(ARGS[1])
+            configs = dict(kv.split("=", 1) for kv in ARGS[2:])
+            topic = NewTopic(name, len(assigned), replication_factor=-1,
+                             replica_assignment=assigned, config=configs)
+            admin.create_topics([topic])[name].result(30)
+        else:
+            count, assigned = int(ARGS[1]), json.loads(ARGS[2])
+            grow = NewPartitions(name, count, replica_assignment=assigned)
+            admin.create_partitions([grow])[name].result(30)
+        print(json.dumps({"error": "ok"}))
+    except KafkaException as e:
+        print(json.dumps({"error": e.args[0].name(), "message": e.args[0].str()}))
 elif PHASE == "values":
     name, partition = ARGS[0], int(ARGS[1])
     consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "values-check",

@@ -60,6 +60,15 @@ try:
 except KafkaException as e:
     assert e.args[0].code() == KafkaError.INVALID_CONFIG, e
 
+# The broker's own settings, read-only, under Kafka's names.
+broker = ConfigResource(ResourceType.BROKER, "0")
+settings = admin.describe_configs([broker])[broker].result(10)
+assert settings["broker.id"].value == "0", settings["broker.id"]
+assert settings["log.retention.ms"].value == "604800000"
+assert settings["log.retention.ms"].is_default and settings["log.retention.ms"].is_read_only
+assert settings["default.replication.factor"].value == "1"
+assert "segment.bytes" not in settings, "topic names are the topic's, not the broker's"
+
 # min.insync.replicas=2 on a single broker: acks=all is refused, acks=1 works.
 admin.create_topics([NewTopic("isr2", 1, 1, config={"min.insync.replicas": "2"})])["isr2"].result(10)
 errors = []

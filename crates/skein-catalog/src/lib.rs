@@ -18,6 +18,7 @@ mod cluster;
 mod error;
 mod idempotency;
 mod names;
+mod partition_change;
 mod principals;
 mod quotas;
 mod tenants;
@@ -35,7 +36,10 @@ pub use api_keys::{ApiKey, KeyRefusal, NewApiKey};
 pub use cluster::{BrokerRegistration, Lease};
 pub use error::{CatalogError, Result};
 pub use idempotency::{IdempotencyClaim, IDEMPOTENCY_KEY_TTL_MS};
-pub use names::{validate_tenant_name, validate_topic_name};
+pub use names::{
+    is_internal_topic, refuse_internal_topic, validate_tenant_name, validate_topic_name,
+    CONSUMER_OFFSETS,
+};
 pub use principals::{Principal, PrincipalKind};
 pub use quotas::{Quota, QuotaRecord};
 pub use tenants::Tenant;

@@ -28,6 +28,26 @@ pub fn validate_tenant_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The internal topic of a tenant's committed offsets, made by the controller
+/// ([`Catalog::create_internal_topic`](crate::Catalog::create_internal_topic)).
+pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
+
+/// Whether a topic name belongs to the cluster (`__` first) rather than to a tenant.
+pub fn is_internal_topic(name: &str) -> bool {
+    name.starts_with("__")
+}
+
+/// Refuses a change to an internal topic by a tenant's request.
+pub fn refuse_internal_topic(name: &str) -> Result<()> {
+    if is_internal_topic(name) {
+        return Err(CatalogError::Invalid {
+            what: "topic name",
+            reason: format!("{name:?} is one of the cluster's internal topics"),
+        });
+    }
+    Ok(())
+}
+
 /// Kafka's topic name rules: 1-249 of `a-zA-Z0-9._-`, and not `.` or `..`; names starting
 /// with `__` (`__consumer_offsets`, `__transaction_state`, ...) belong to the cluster.
 pub fn validate_topic_name(name: &str) -> Result<()> {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use sqlx::Row;
 
-use crate::names::validate_topic_name;
+use crate::names::{validate_topic_name, CONSUMER_OFFSETS};
 use crate::{found, new_id, now_ms, Catalog, CatalogError, Result};
 
 /// A topic as created: its partitions' replicas are given by the placement.
@@ -42,6 +42,10 @@ pub struct Partition {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// During a reassignment, the replicas being added (not in the original set) and those
+    /// to be removed once the target is in sync; both empty otherwise.
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
 }
 
 /// A new leader and ISR for a partition, applied only if the partition is still at
@@ -92,6 +96,8 @@ fn partition(row: &sqlx::any::AnyRow) -> Result<Partition> {
         leader: int(row, "leader")?,
         leader_epoch: int(row, "leader_epoch")?,
         partition_epoch: int(row, "partition_epoch")?,
+        adding: parse_ids(&row.try_get::<String, _>("adding_replicas")?)?,
+        removing: parse_ids(&row.try_get::<String, _>("removing_replicas")?)?,
     })
 }
 
@@ -126,6 +132,23 @@ impl Catalog {
     /// of each partition leads it, with every replica in the ISR.
     pub async fn create_topic(&self, tenant_id: &str, topic: &NewTopic) -> Result<Topic> {
         validate_topic_name(&topic.name)?;
+        self.insert_topic(tenant_id, topic, true).await
+    }
+
+    /// Creates one of a tenant's internal topics ([`CONSUMER_OFFSETS`]), as
+    /// [`create_topic`](Self::create_topic) does a tenant's own but outside its partition
+    /// quota: the cluster needs it to serve the tenant's groups.
+    pub async fn create_internal_topic(&self, tenant_id: &str, topic: &NewTopic) -> Result<Topic> {
+        if topic.name != CONSUMER_OFFSETS {
+            return Err(CatalogError::Invalid {
+                what: "internal topic",
+                reason: format!("{:?} is not an internal topic", topic.name),
+            });
+        }
+        self.insert_topic(tenant_id, topic, false).await
+    }
+
+    async fn insert_topic(&self, tenant_id: &str, topic: &NewTopic, quota: bool) -> Result<Topic> {
         let replication_factor = validate_placement(&topic.placement)?;
         let partitions =
             i32::try_from(topic.placement.len()).map_err(|_| CatalogError::Invalid {
@@ -157,7 +180,9 @@ impl Catalog {
         .await
         .map_err(CatalogError::on_insert("topic", &topic.name))?;
         // After the insert, so that a name in use is refused as such whatever the quota.
-        check_partitions_quota(&mut tx, tenant_id).await?;
+        if quota {
+            check_partitions_quota(&mut tx, tenant_id).await?;
+        }
         for (name, value) in &topic.configs {
             sqlx::query("INSERT INTO topic_configs (topic_id, name, value) VALUES ($1, $2, $3)")
                 .bind(&created.id)
@@ -224,7 +249,8 @@ impl Catalog {
     /// Every partition of every topic, by topic id and index.
     pub async fn all_partitions(&self) -> Result<Vec<Partition>> {
         let rows = sqlx::query(
-            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch \
+            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch, \
+             adding_replicas, removing_replicas \
              FROM partitions ORDER BY topic_id, partition",
         )
         .fetch_all(&self.pool)
@@ -232,12 +258,13 @@ impl Catalog {
         rows.iter().map(partition).collect()
     }
 
-    /// A tenant's topics in name order.
+    /// A tenant's own topics (not the internal ones) in name order.
     pub async fn topics(&self, tenant_id: &str) -> Result<Vec<Topic>> {
         self.topics_page(tenant_id, None, u32::MAX).await
     }
 
-    /// Up to `limit` of a tenant's topics in name order, after `after` when given.
+    /// Up to `limit` of a tenant's own topics (not the internal ones) in name order, after
+    /// `after` when given.
     pub async fn topics_page(
         &self,
         tenant_id: &str,
@@ -246,7 +273,8 @@ impl Catalog {
     ) -> Result<Vec<Topic>> {
         let rows = sqlx::query(
             "SELECT id, tenant_id, name, partitions, replication_factor, created_at \
-             FROM topics WHERE tenant_id = $1 AND name > $2 ORDER BY name LIMIT $3",
+             FROM topics WHERE tenant_id = $1 AND name > $2 AND substr(name, 1, 2) <> '__' \
+             ORDER BY name LIMIT $3",
         )
         .bind(tenant_id)
         .bind(after.unwrap_or(""))
@@ -353,13 +381,42 @@ impl Catalog {
     /// A topic's partitions in order.
     pub async fn partitions(&self, topic_id: &str) -> Result<Vec<Partition>> {
         let rows = sqlx::query(
-            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch \
+            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch, \
+             adding_replicas, removing_replicas \
              FROM partitions WHERE topic_id = $1 ORDER BY partition",
         )
         .bind(topic_id)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(partition).collect()
+    }
+
+    /// One partition as stored; [`CatalogError::NotFound`] when the topic has no such index.
+    pub async fn partition(&self, topic_id: &str, index: i32) -> Result<Partition> {
+        let mut tx = self.pool.begin().await?;
+        let partition = Self::partition_in(&mut tx, topic_id, index).await?;
+        tx.commit().await?;
+        Ok(partition)
+    }
+
+    /// Applies `change`, a pure function of the partition as stored (`partition_change.rs`),
+    /// in one transaction as a compare-and-set on the partition epoch; answers the partition
+    /// as stored. A change that refuses (its error) leaves the partition as it was.
+    pub async fn change_partition<F>(
+        &self,
+        topic_id: &str,
+        index: i32,
+        change: F,
+    ) -> Result<Partition>
+    where
+        F: FnOnce(&Partition) -> Result<Partition>,
+    {
+        let mut tx = self.pool.begin().await?;
+        let current = Self::partition_in(&mut tx, topic_id, index).await?;
+        let changed = change(&current)?;
+        Self::store_change(&mut tx, &changed, current.partition_epoch).await?;
+        tx.commit().await?;
+        Ok(changed)
     }
 
     /// Applies `update` if the partition is still at its expected epoch; otherwise
@@ -370,44 +427,12 @@ impl Catalog {
         index: i32,
         update: &PartitionUpdate,
     ) -> Result<Partition> {
-        // Leader -1: no replica may lead (none in the ISR is live); the ISR stays as it was.
-        if update.leader != -1 && !update.isr.contains(&update.leader) {
-            return Err(CatalogError::Invalid {
-                what: "partition update",
-                reason: format!(
-                    "leader {} is not in the ISR {:?}",
-                    update.leader, update.isr
-                ),
-            });
-        }
-        let updated = sqlx::query(
-            "UPDATE partitions SET \
-               leader_epoch = CASE WHEN leader = $1 THEN leader_epoch ELSE leader_epoch + 1 END, \
-               leader = $1, isr = $2, partition_epoch = partition_epoch + 1 \
-             WHERE topic_id = $3 AND partition = $4 AND partition_epoch = $5",
-        )
-        .bind(i64::from(update.leader))
-        .bind(ids(&update.isr))
-        .bind(topic_id)
-        .bind(i64::from(index))
-        .bind(i64::from(update.expected_partition_epoch))
-        .execute(&self.pool)
-        .await?;
-        if updated.rows_affected() != 1 {
-            return Err(CatalogError::Conflict {
-                what: "partition",
-                expected: i64::from(update.expected_partition_epoch),
-            });
-        }
-        let row = sqlx::query(
-            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch \
-             FROM partitions WHERE topic_id = $1 AND partition = $2",
-        )
-        .bind(topic_id)
-        .bind(i64::from(index))
-        .fetch_one(&self.pool)
-        .await?;
-        partition(&row)
+        let mut tx = self.pool.begin().await?;
+        let current = Self::partition_in(&mut tx, topic_id, index).await?;
+        let changed = current.elect(update)?;
+        Self::store_change(&mut tx, &changed, current.partition_epoch).await?;
+        tx.commit().await?;
+        Ok(changed)
     }
 }
 
@@ -425,72 +450,66 @@ impl Catalog {
         partition_epoch: i32,
         isr: &[i32],
     ) -> Result<Partition> {
-        let invalid = |reason: String| CatalogError::Invalid {
-            what: "ISR change",
-            reason,
-        };
-        if !isr.contains(&leader) {
-            return Err(invalid(format!(
-                "leader {leader} is not in the ISR {isr:?}"
-            )));
-        }
         let mut tx = self.pool.begin().await?;
+        let current = Self::partition_in(&mut tx, topic_id, index).await?;
+        let changed = current.change_isr(leader, leader_epoch, partition_epoch, isr)?;
+        Self::store_change(&mut tx, &changed, current.partition_epoch).await?;
+        tx.commit().await?;
+        Ok(changed)
+    }
+
+    async fn partition_in(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        topic_id: &str,
+        index: i32,
+    ) -> Result<Partition> {
         let row = sqlx::query(
-            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch \
+            "SELECT topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch, \
+             adding_replicas, removing_replicas \
              FROM partitions WHERE topic_id = $1 AND partition = $2",
         )
         .bind(topic_id)
         .bind(i64::from(index))
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?
         .ok_or_else(|| CatalogError::NotFound {
             what: "partition",
             name: format!("{topic_id}-{index}"),
         })?;
-        let current = partition(&row)?;
-        if current.leader != leader
-            || current.leader_epoch != leader_epoch
-            || current.partition_epoch != partition_epoch
-        {
-            return Err(CatalogError::Conflict {
-                what: "partition",
-                expected: i64::from(partition_epoch),
-            });
-        }
-        if let Some(outsider) = isr.iter().find(|id| !current.replicas.contains(id)) {
-            return Err(invalid(format!("broker {outsider} is not a replica")));
-        }
-        let mut sorted = isr.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
-        if sorted.len() != isr.len() {
-            return Err(invalid(format!("the ISR {isr:?} names a broker twice")));
-        }
+        partition(&row)
+    }
+
+    /// Writes a partition's new leadership and ISR if it is still at `expected` (the epoch
+    /// it was read at), in one compare-and-set statement.
+    async fn store_change(
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        changed: &Partition,
+        expected: i32,
+    ) -> Result<()> {
         let updated = sqlx::query(
-            "UPDATE partitions SET isr = $1, partition_epoch = partition_epoch + 1 \
-             WHERE topic_id = $2 AND partition = $3 AND leader = $4 AND leader_epoch = $5 \
-               AND partition_epoch = $6",
+            "UPDATE partitions SET leader = $1, leader_epoch = $2, isr = $3, partition_epoch = $4, \
+             replicas = $5, adding_replicas = $6, removing_replicas = $7 \
+             WHERE topic_id = $8 AND partition = $9 AND partition_epoch = $10",
         )
-        .bind(ids(isr))
-        .bind(topic_id)
-        .bind(i64::from(index))
-        .bind(i64::from(leader))
-        .bind(i64::from(leader_epoch))
-        .bind(i64::from(partition_epoch))
-        .execute(&mut *tx)
+        .bind(i64::from(changed.leader))
+        .bind(i64::from(changed.leader_epoch))
+        .bind(ids(&changed.isr))
+        .bind(i64::from(changed.partition_epoch))
+        .bind(ids(&changed.replicas))
+        .bind(ids(&changed.adding))
+        .bind(ids(&changed.removing))
+        .bind(&changed.topic_id)
+        .bind(i64::from(changed.partition))
+        .bind(i64::from(expected))
+        .execute(&mut **tx)
         .await?;
         if updated.rows_affected() != 1 {
             return Err(CatalogError::Conflict {
                 what: "partition",
-                expected: i64::from(partition_epoch),
+                expected: i64::from(expected),
             });
         }
-        tx.commit().await?;
-        Ok(Partition {
-            isr: isr.to_vec(),
-            partition_epoch: partition_epoch + 1,
-            ..current
-        })
+        Ok(())
     }
 }
 
@@ -533,7 +552,8 @@ async fn check_partitions_quota(
         return Ok(());
     };
     let used: i64 = sqlx::query_scalar(
-        "SELECT CAST(COALESCE(SUM(partitions), 0) AS BIGINT) FROM topics WHERE tenant_id = $1",
+        "SELECT CAST(COALESCE(SUM(partitions), 0) AS BIGINT) FROM topics \
+         WHERE tenant_id = $1 AND substr(name, 1, 2) <> '__'",
     )
     .bind(tenant_id)
     .fetch_one(&mut **tx)

@@ -21,9 +21,7 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::batch::{
-    assemble, set_offset_and_epoch, BatchHeader, BatchParts, DecodedRecords, ProducerFields,
-};
+use crate::batch::{assemble, set_offset_and_epoch, BatchHeader, BatchParts, DecodedRecords};
 use crate::checkpoint;
 use crate::error::{LogError, Result};
 use crate::log::Log;
@@ -283,17 +281,8 @@ fn clean_batch(
     // An idempotent producer's batch keeps its (possibly empty) header so its last sequence
     // survives, as in Kafka.
     let parts = BatchParts {
-        base_offset: header.base_offset,
-        attributes: header.attributes,
-        last_offset_delta: header.last_offset_delta,
-        base_timestamp: header.base_timestamp,
-        max_timestamp: header.max_timestamp,
-        producer: ProducerFields {
-            producer_id: header.producer_id,
-            producer_epoch: header.producer_epoch,
-            base_sequence: header.base_sequence,
-        },
         records_count: kept_count,
+        ..BatchParts::of(header)
     };
     match assemble(&kept, parts) {
         Ok(mut bytes) => {

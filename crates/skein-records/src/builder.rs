@@ -204,6 +204,26 @@ pub struct BatchParts {
     pub records_count: i32,
 }
 
+impl BatchParts {
+    /// The fields of an existing batch's header, to assemble it anew (recompressed, or with
+    /// records removed).
+    pub fn of(header: &crate::BatchHeader) -> Self {
+        Self {
+            base_offset: header.base_offset,
+            attributes: header.attributes,
+            last_offset_delta: header.last_offset_delta,
+            base_timestamp: header.base_timestamp,
+            max_timestamp: header.max_timestamp,
+            producer: ProducerFields {
+                producer_id: header.producer_id,
+                producer_epoch: header.producer_epoch,
+                base_sequence: header.base_sequence,
+            },
+            records_count: header.records_count,
+        }
+    }
+}
+
 /// Puts a header in front of already-encoded records, compressing them with the codec named
 /// in `attributes`, and computes length and CRC.
 pub fn assemble(records: &[u8], parts: BatchParts) -> Result<Vec<u8>, BatchError> {

@@ -43,7 +43,7 @@ pub(crate) const PRODUCER_EPOCH: usize = 51;
 pub(crate) const BASE_SEQUENCE: usize = 53;
 pub(crate) const RECORDS_COUNT: usize = 57;
 
-const COMPRESSION_MASK: i16 = 0x07;
+pub(crate) const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 0x08;
 const TRANSACTIONAL_BIT: i16 = 0x10;
 const CONTROL_BIT: i16 = 0x20;

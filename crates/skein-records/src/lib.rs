@@ -10,6 +10,7 @@
 mod builder;
 mod compression;
 mod header;
+mod recompress;
 mod records;
 
 pub use builder::{assemble, build_batch, BatchParts, BatchWriter, NewRecord, ProducerFields};
@@ -18,6 +19,7 @@ pub use header::{
     set_log_append_time, set_offset_and_epoch, validate_batch, BatchHeader, Compression,
     TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC,
 };
+pub use recompress::recompress;
 pub use records::{Headers, Record, RecordIter};
 
 /// What is wrong with a batch.

@@ -88,10 +88,17 @@ impl ChildBroker {
     /// both gateway listeners on ephemeral ports, the gateway's addresses and development
     /// token read from what it prints.
     pub fn skein(binary: &Path, dir: &Path) -> anyhow::Result<Self> {
+        Self::skein_with(binary, dir, &[])
+    }
+
+    /// `skein dev` as [`ChildBroker::skein`] starts it, with `extra` arguments
+    /// (`--brokers 3` for a cluster).
+    pub fn skein_with(binary: &Path, dir: &Path, extra: &[&str]) -> anyhow::Result<Self> {
         let port = free_port()?;
         let mut command = Command::new(binary);
         command
             .arg("dev")
+            .args(extra)
             .arg("--data-dir")
             .arg(dir)
             .args(["--kafka-listen", &format!("127.0.0.1:{port}")])

@@ -7,9 +7,12 @@
 //! - `reference.rs` measures loopback TCP and the log engine's raw append rate;
 //! - `workload/` holds the librdkafka workloads (produce, consume, latency, group) and the
 //!   gateway's (`gateway.rs`);
-//! - `report.rs` prints the figures and their ratios.
+//! - `report.rs` prints the figures and their ratios;
+//! - `cluster.rs` measures a three-broker cluster: replicated against unreplicated writes,
+//!   and failover time over repeated leader kills.
 
 mod brokers;
+mod cluster;
 mod reference;
 mod report;
 pub mod workload;
@@ -20,6 +23,7 @@ use std::time::Duration;
 use clap::Args;
 
 pub use brokers::{BrokerUnderTest, ChildBroker, SkeinBroker};
+pub use cluster::{measure_cluster, run_cluster, ClusterArgs, ClusterReport};
 pub use report::{GatewayRow, Report, GRPC_PRODUCE_TARGET};
 pub use workload::{
     GatewayAccess, GatewayApi, GatewayRun, GatewaySpec, GroupSpec, LatencySpec, ProduceSpec,
@@ -139,6 +143,8 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
                 duration: Duration::from_secs(args.latency_secs),
                 warmup: Duration::from_secs(1),
                 record_bytes: 1024,
+                acks: 1,
+                replication: 1,
             };
             eprintln!("{name}: latency at {} records/s", args.rate);
             let latency = workload::latency(&bootstrap, "bench-latency", &latency_spec)?;
@@ -188,6 +194,7 @@ fn measure_gateway(
             record_bytes: spec.record_bytes,
             partitions: 1,
             records: spec.records,
+            replication: 1,
         },
     )?;
     for api in apis {

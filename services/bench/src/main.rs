@@ -7,7 +7,7 @@
 
 use clap::{Parser, Subcommand};
 
-use skein_bench::{run, BrokerArgs};
+use skein_bench::{run, run_cluster, BrokerArgs, ClusterArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "skein-bench", version, about)]
@@ -21,10 +21,14 @@ enum Command {
     /// Produce and consume throughput, end-to-end latency, group assignment time, and the
     /// gateway's REST and gRPC throughput beside librdkafka
     Broker(BrokerArgs),
+    /// A three-broker cluster (`skein dev --brokers 3`): acks=all on three replicas beside
+    /// acks=1 on one, and failover time over repeated leader kills
+    Cluster(ClusterArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Broker(args) => run(&args),
+        Command::Cluster(args) => run_cluster(&args),
     }
 }

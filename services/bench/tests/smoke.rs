@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use skein_bench::{
-    workload, BrokerUnderTest, ChildBroker, GatewaySpec, LatencySpec, ProduceSpec, SkeinBroker,
+    measure_cluster, workload, BrokerUnderTest, ChildBroker, ClusterArgs, GatewaySpec, LatencySpec,
+    ProduceSpec, SkeinBroker,
 };
 
 #[test]
@@ -38,6 +39,8 @@ fn every_workload_moves_every_record_through_skein() {
         duration: Duration::from_secs(1),
         warmup: Duration::from_millis(500),
         record_bytes: 100,
+        acks: 1,
+        replication: 1,
     };
     let latency = workload::latency(&bootstrap, "latency", &spec).unwrap();
     assert_eq!(latency.samples, 2000);
@@ -90,6 +93,7 @@ fn the_gateway_workloads_move_every_record_through_skein_dev() {
             record_bytes: spec.record_bytes,
             partitions: 1,
             records: spec.records,
+            replication: 1,
         };
         let produced = workload::produce(&bootstrap, &native_topic, &native).unwrap();
 
@@ -114,4 +118,35 @@ fn the_gateway_workloads_move_every_record_through_skein_dev() {
         assert_eq!(consumed.bytes, produced.bytes, "{spec}");
         assert!(consumed.to_first <= consumed.elapsed);
     }
+}
+
+#[test]
+fn the_cluster_workloads_measure_a_three_broker_dev_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = measure_cluster(&ClusterArgs {
+        skein: Some(skein_binary()),
+        mib: 1,
+        partitions: 3,
+        rate: 500,
+        latency_secs: 1,
+        kills: 1,
+        dir: Some(dir.path().to_path_buf()),
+    })
+    .unwrap();
+    let replications: Vec<i32> = report.produce.iter().map(|(s, _)| s.replication).collect();
+    assert_eq!(replications, [1, 3]);
+    for (spec, throughput) in &report.produce {
+        assert_eq!(throughput.records, spec.records, "{spec}");
+    }
+    assert!(report.replicated_ratio().is_some());
+    assert_eq!(report.latency.len(), 4);
+    for latency in &report.latency {
+        assert_eq!(
+            latency.samples, 500,
+            "every record after the warm-up is sampled"
+        );
+    }
+    // One leader killed, and a write to its partition succeeded afterwards.
+    assert_eq!(report.failovers.len(), 1);
+    assert!(report.to_string().contains("failover over 1 leader kills"));
 }

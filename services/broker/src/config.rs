@@ -47,6 +47,14 @@ pub struct BrokerConfig {
     pub replica_lag_time_max: std::time::Duration,
     /// `min.insync.replicas` for topics without their own.
     pub default_min_insync_replicas: i32,
+    /// `compression.type` for topics without their own.
+    pub default_compression: skein_log::topic_config::TopicCompression,
+    /// `leader.replication.throttled.rate`: bytes per second served to catching-up
+    /// followers of throttled replicas; `None`, no limit.
+    pub leader_replication_throttled_rate: Option<u64>,
+    /// `follower.replication.throttled.rate`: bytes per second a catching-up follower of
+    /// throttled replicas fetches; `None`, no limit.
+    pub follower_replication_throttled_rate: Option<u64>,
 }
 
 impl BrokerConfig {
@@ -71,6 +79,9 @@ impl BrokerConfig {
             log: LogConfig::default(),
             replica_lag_time_max: std::time::Duration::from_secs(30),
             default_min_insync_replicas: 1,
+            default_compression: skein_log::topic_config::TopicCompression::Producer,
+            leader_replication_throttled_rate: None,
+            follower_replication_throttled_rate: None,
         }
     }
 }

@@ -238,16 +238,27 @@ impl ControllerLink {
     pub async fn create_topic(
         &self,
         name: &str,
-        partitions: i32,
-        replication_factor: i32,
+        shape: &TopicShape,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicInfo, ControllerError> {
+        let (partitions, replication_factor, assignments) = match shape {
+            TopicShape::Placed {
+                partitions,
+                replication_factor,
+            } => (*partitions, *replication_factor, Vec::new()),
+            TopicShape::Assigned(assigned) => (
+                i32::try_from(assigned.len()).unwrap_or(i32::MAX),
+                -1,
+                assignments(assigned),
+            ),
+        };
         let request = pb::CreateTopicRequest {
             tenant: self.identity.tenant.clone(),
             name: name.to_owned(),
             partitions,
             replication_factor,
             configs: configs.into_iter().collect(),
+            assignments,
         };
         answered(
             self.call(request, |mut c, r| async move { c.create_topic(r).await })
@@ -305,6 +316,73 @@ impl ControllerLink {
         Ok(answer.remaining_leaderships)
     }
 
+    /// ElectLeaders: asks the controller for preferred (or `unclean`) elections of `topics`'
+    /// partitions, every partition when empty; answers each partition's outcome.
+    pub async fn elect_leaders(
+        &self,
+        unclean: bool,
+        topics: Vec<(String, Vec<i32>)>,
+    ) -> Result<Vec<pb::ElectionResult>, ControllerError> {
+        let request = pb::ElectLeadersRequest {
+            tenant: self.identity.tenant.clone(),
+            unclean,
+            topics: topics
+                .into_iter()
+                .map(|(topic, partitions)| pb::ElectionTopic { topic, partitions })
+                .collect(),
+        };
+        let answer = self
+            .call(request, |mut c, r| async move { c.elect_leaders(r).await })
+            .await?;
+        Ok(answer.results)
+    }
+
+    /// AlterPartitionReassignments: each (topic, partition, target) moves to `target`, or
+    /// with `None` cancels the move in progress; answers each outcome in order.
+    pub async fn alter_reassignments(
+        &self,
+        asked: Vec<(String, i32, Option<Vec<i32>>)>,
+    ) -> Result<Vec<pb::ReassignmentResult>, ControllerError> {
+        let request = pb::AlterReassignmentsRequest {
+            tenant: self.identity.tenant.clone(),
+            reassignments: asked
+                .into_iter()
+                .map(|(topic, partition, target)| pb::Reassignment {
+                    topic,
+                    partition,
+                    target: target.map(|replicas| pb::ReplicaAssignment { replicas }),
+                })
+                .collect(),
+        };
+        let answer = self
+            .call(request, |mut c, r| async move {
+                c.alter_partition_reassignments(r).await
+            })
+            .await?;
+        Ok(answer.results)
+    }
+
+    /// ListPartitionReassignments: the moves in progress among `topics` (every topic of the
+    /// tenant when empty).
+    pub async fn list_reassignments(
+        &self,
+        topics: Vec<(String, Vec<i32>)>,
+    ) -> Result<Vec<pb::OngoingReassignment>, ControllerError> {
+        let request = pb::ListReassignmentsRequest {
+            tenant: self.identity.tenant.clone(),
+            topics: topics
+                .into_iter()
+                .map(|(topic, partitions)| pb::ElectionTopic { topic, partitions })
+                .collect(),
+        };
+        let answer = self
+            .call(request, |mut c, r| async move {
+                c.list_partition_reassignments(r).await
+            })
+            .await?;
+        Ok(answer.reassignments)
+    }
+
     /// This tenant's topic `name` as the catalog has it now.
     pub async fn describe_topic(&self, name: &str) -> Result<TopicInfo, ControllerError> {
         let request = pb::DescribeTopicRequest {
@@ -327,15 +405,19 @@ impl ControllerLink {
         Ok(())
     }
 
+    /// Grows a topic to `count` partitions; `assigned`, when not empty, names each new
+    /// partition's replicas.
     pub async fn create_partitions(
         &self,
         name: &str,
         count: i32,
+        assigned: &[Vec<i32>],
     ) -> Result<TopicInfo, ControllerError> {
         let request = pb::CreatePartitionsRequest {
             tenant: self.identity.tenant.clone(),
             name: name.to_owned(),
             count,
+            assignments: assignments(assigned),
         };
         answered(
             self.call(
@@ -364,6 +446,26 @@ impl ControllerLink {
             .await?,
         )
     }
+}
+
+/// A new topic's partitions: placed by the controller, or chosen by an operator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopicShape {
+    Placed {
+        partitions: i32,
+        replication_factor: i32,
+    },
+    /// Each partition's replicas by index, preferred leader first.
+    Assigned(Vec<Vec<i32>>),
+}
+
+fn assignments(assigned: &[Vec<i32>]) -> Vec<pb::ReplicaAssignment> {
+    assigned
+        .iter()
+        .map(|replicas| pb::ReplicaAssignment {
+            replicas: replicas.clone(),
+        })
+        .collect()
 }
 
 fn answered(response: pb::TopicResponse) -> Result<TopicInfo, ControllerError> {

@@ -32,7 +32,7 @@ pub(crate) fn spawn(broker: Arc<Broker>, link: ControllerLink) -> JoinHandle<()>
             // Partitions no longer led here (moved, deleted) are forgotten.
             asked.retain(|key, _| led.contains(key));
             for (topic, index) in led {
-                let Ok(partition) = broker.replicas.leader(&topic, index, -1) else {
+                let Ok(partition) = broker.replicas.leader_of_any(&topic, index, -1) else {
                     continue;
                 };
                 let Some(isr) = partition.wanted_isr(lag_max) else {
@@ -61,7 +61,7 @@ pub(crate) fn spawn(broker: Arc<Broker>, link: ControllerLink) -> JoinHandle<()>
                     Ok(stored) => {
                         tracing::info!(%topic, partition = index, from = ?placement.isr, to = ?stored.isr, "ISR changed");
                         broker.topics.set_partition(&topic, topic_id, index, stored);
-                        if let Ok(partition) = broker.replicas.leader(&topic, index, -1) {
+                        if let Ok(partition) = broker.replicas.leader_of_any(&topic, index, -1) {
                             partition.recompute_high_watermark();
                         }
                     }

@@ -24,6 +24,7 @@ mod producer;
 mod quota;
 pub mod replica;
 mod replica_fetcher;
+mod replication_throttle;
 mod router;
 pub mod topics;
 
@@ -36,17 +37,14 @@ pub use config::BrokerConfig;
 
 /// Broker-wide topic defaults from settings under Kafka's names (`retention.ms`, ...),
 /// checked as topic configs are.
-/// Returns the log defaults and the default `min.insync.replicas`.
+/// Returns the settings a topic without overrides has.
 pub fn topic_defaults(
     settings: &std::collections::BTreeMap<String, String>,
-) -> anyhow::Result<(skein_log::LogConfig, i32)> {
-    let base = topic_config::TopicSettings {
-        log: skein_log::LogConfig::default(),
-        min_insync_replicas: 1,
-        unclean_leader_election: false,
-    };
-    let effective = topic_config::settings(&base, settings)?;
-    Ok((effective.log, effective.min_insync_replicas))
+) -> anyhow::Result<topic_config::TopicSettings> {
+    Ok(topic_config::settings(
+        &topic_config::TopicSettings::default(),
+        settings,
+    )?)
 }
 use listener::serve;
 pub use node::{Node, NodeSettings};
@@ -71,7 +69,9 @@ pub struct Broker {
     pub topics: Arc<TopicRegistry>,
     /// The partitions this broker hosts: every read and write of their logs.
     pub replicas: ReplicaManager,
-    groups: group::Coordinator,
+    /// The tenant's groups' memberships; replaced with an empty one each time this broker
+    /// takes up the coordination (memberships from an earlier term are stale).
+    groups: parking_lot::RwLock<Arc<group::Coordinator>>,
     offsets: group::OffsetStore,
     producer_ids: producer::ProducerIds,
     fetch_sessions: fetch_session::FetchSessions,
@@ -85,6 +85,10 @@ pub struct Broker {
     /// [`LOG_DELETION_GRACE`]. Kept in memory only: a deletion lost with it costs disk space
     /// until a topic of that name comes (its id check deletes the old logs), never records.
     doomed: parking_lot::Mutex<Vec<(TopicInfo, std::time::Instant)>>,
+    /// `leader.replication.throttled.rate`, shared by every throttled follower's fetch.
+    leader_throttle: replication_throttle::ReplicationThrottle,
+    /// `follower.replication.throttled.rate`, shared by this broker's throttled fetches.
+    follower_throttle: replication_throttle::ReplicationThrottle,
 }
 
 impl Broker {
@@ -156,6 +160,11 @@ impl Broker {
                             for changed in &replaced.changed {
                                 broker.replicas.apply_settings(changed);
                             }
+                            // Partitions reassigned away from this broker (or placed
+                            // elsewhere while it was down) leave its disk.
+                            for topic in broker.topics.list_all() {
+                                broker.replicas.drop_unplaced(&topic);
+                            }
                             *broker.acls.write() = link.acls_of(&snapshot);
                             broker.quotas.set(link.quota_of(&snapshot));
                         }
@@ -197,14 +206,24 @@ impl Broker {
     ) -> anyhow::Result<Arc<Self>> {
         let topics = Arc::new(topics);
         let replicas = ReplicaManager::open(&config, Arc::clone(&topics))?;
-        let offsets = group::OffsetStore::open(replicas.logs())?;
+        let offsets = if topics.is_controlled() {
+            group::OffsetStore::replicated()
+        } else {
+            group::OffsetStore::open(replicas.logs())?
+        };
         let producer_ids = match &controller {
             Some(link) => producer::ProducerIds::controlled(link.clone()),
             None => producer::ProducerIds::open(&config.data_dir),
         };
-        let groups = group::Coordinator::new(std::time::Duration::from_millis(
-            config.group_initial_rebalance_delay_ms,
-        ));
+        let groups = parking_lot::RwLock::new(Arc::new(group::Coordinator::new(
+            std::time::Duration::from_millis(config.group_initial_rebalance_delay_ms),
+        )));
+        let leader_throttle = replication_throttle::ReplicationThrottle::new(
+            config.leader_replication_throttled_rate,
+        );
+        let follower_throttle = replication_throttle::ReplicationThrottle::new(
+            config.follower_replication_throttled_rate,
+        );
         Ok(Arc::new(Self {
             config,
             topics,
@@ -217,7 +236,38 @@ impl Broker {
             acls: parking_lot::RwLock::new(Vec::new()),
             quotas: quota::TenantQuotas::default(),
             doomed: parking_lot::Mutex::new(Vec::new()),
+            leader_throttle,
+            follower_throttle,
         }))
+    }
+
+    /// The tenant's groups' memberships as this broker coordinates them.
+    pub(crate) fn groups(&self) -> Arc<group::Coordinator> {
+        Arc::clone(&self.groups.read())
+    }
+
+    /// Makes sure this broker coordinates the tenant's groups before it answers a group
+    /// request: a broker on its own always does; in a cluster the leader of
+    /// `__consumer_offsets` does (the controller makes the topic when a group first needs
+    /// it), and others answer NOT_COORDINATOR so the client asks FindCoordinator again.
+    pub(crate) async fn coordinate(&self) -> Result<(), group::OffsetStoreError> {
+        if self.topics.is_controlled() && self.topics.offsets_topic().await.is_none() {
+            return Err(group::OffsetStoreError::NotAvailable(
+                "the offsets topic does not exist yet".to_owned(),
+            ));
+        }
+        self.take_up_groups()
+    }
+
+    /// Loads the offsets if this broker just took the lead of their partition, and then
+    /// starts the memberships afresh.
+    fn take_up_groups(&self) -> Result<(), group::OffsetStoreError> {
+        if self.offsets.take_up(&self.replicas)? {
+            *self.groups.write() = Arc::new(group::Coordinator::new(
+                std::time::Duration::from_millis(self.config.group_initial_rebalance_delay_ms),
+            ));
+        }
+        Ok(())
     }
 
     /// The log engine underneath, for maintenance and recovery reports.
@@ -229,12 +279,20 @@ impl Broker {
     /// groups without members after `offsets.retention.minutes` since their last commit
     /// (tombstones in `__consumer_offsets`, then the group itself), and idempotent producers
     /// idle for `producer.id.expiration.ms`.
-    pub(crate) fn expire_idle_state(&self) {
+    pub(crate) async fn expire_idle_state(&self) {
         let now = skein_log::Clock::now_ms(&skein_log::SystemClock);
         let retention =
             i64::try_from(self.config.offsets_retention.as_millis()).unwrap_or(i64::MAX);
-        for group in self.offsets.committed_before(now, retention) {
-            if self.groups.has_members(&group) {
+        // Only the coordinator expires offsets (in a cluster, once the offsets topic exists).
+        let coordinating = self.take_up_groups().is_ok();
+        let groups = self.groups();
+        let expired = if coordinating {
+            self.offsets.committed_before(now, retention)
+        } else {
+            Vec::new()
+        };
+        for group in expired {
+            if groups.has_members(&group) {
                 continue;
             }
             let keys: Vec<(String, i32)> = self
@@ -243,9 +301,13 @@ impl Broker {
                 .into_iter()
                 .map(|(t, p, _)| (t, p))
                 .collect();
-            match self.offsets.delete(&group, &keys, now) {
+            match self
+                .offsets
+                .delete(&self.replicas, &group, &keys, now)
+                .await
+            {
                 Ok(()) => {
-                    self.groups.remove_if_empty(&group);
+                    groups.remove_if_empty(&group);
                     tracing::info!(%group, offsets = keys.len(), "expired the offsets of an empty group");
                 }
                 Err(e) => tracing::warn!(%group, error = %e, "failed to expire group offsets"),

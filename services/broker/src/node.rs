@@ -248,12 +248,10 @@ fn spawn_group_expiry(broker: Arc<Broker>, mut stopping: watch::Receiver<bool>) 
                 _ = ticks.tick() => {}
                 _ = stopping.changed() => return,
             }
-            broker.groups.expire();
+            broker.groups().expire();
             if last_sweep.elapsed() >= sweep_every {
                 last_sweep = tokio::time::Instant::now();
-                let broker = Arc::clone(&broker);
-                // It writes tombstones to a log: off the async threads.
-                let _ = tokio::task::spawn_blocking(move || broker.expire_idle_state()).await;
+                broker.expire_idle_state().await;
             }
         }
     })

@@ -21,8 +21,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use skein_client::{ClientConfig, Connection};
+use skein_replication::{truncation_point, EpochAnswer};
 use tokio::task::JoinHandle;
 
+use crate::replica::PartitionError;
 use crate::Broker;
 
 /// How long a leader may hold a follower's fetch when it has nothing new.
@@ -103,8 +105,8 @@ async fn follow(broker: Arc<Broker>, leader: i32, address: String) {
                 continue;
             }
             let result = async {
-                reconcile(&broker, &connection, &partitions, &mut reconciled).await?;
-                fetch(&broker, &connection, &partitions, &mut reconciled).await
+                reconcile(&broker, leader, &connection, &partitions, &mut reconciled).await?;
+                fetch(&broker, leader, &connection, &partitions, &mut reconciled).await
             }
             .await;
             if let Err(e) = result {
@@ -120,6 +122,7 @@ async fn follow(broker: Arc<Broker>, leader: i32, address: String) {
 /// leader says its latest epoch ends (KIP-101, KIP-279).
 async fn reconcile(
     broker: &Broker,
+    leader: i32,
     connection: &Connection,
     partitions: &[(String, i32)],
     reconciled: &mut HashMap<(String, i32), i32>,
@@ -129,8 +132,8 @@ async fn reconcile(
         let Ok(partition) = broker.replicas.follower(topic, *index) else {
             continue;
         };
-        let (_, epoch) = partition.leader();
-        if reconciled.get(&(topic.clone(), *index)) == Some(&epoch) {
+        let (now_leader, epoch) = partition.leader();
+        if now_leader != leader || reconciled.get(&(topic.clone(), *index)) == Some(&epoch) {
             continue;
         }
         match partition.latest_epoch() {
@@ -179,26 +182,19 @@ async fn reconcile(
             continue;
         };
         let log_end = partition.log_end();
-        let point = if answer.leader_epoch < 0 {
-            // The leader has no record of this epoch or any before it: keep only what
-            // was known committed.
-            partition.high_watermark()
-        } else if answer.leader_epoch == latest {
-            answer.end_offset.min(log_end)
-        } else {
-            // The leader's largest epoch below ours ends at `end_offset`; ours of that
-            // epoch may end sooner.
-            let ours = partition
-                .end_offset_for_epoch(answer.leader_epoch)
-                .unwrap_or(0);
-            answer.end_offset.min(ours).min(log_end)
+        let answer = EpochAnswer {
+            leader_epoch: answer.leader_epoch,
+            end_offset: answer.end_offset,
         };
+        let point = truncation_point(answer, latest, log_end, &partition);
         if point < log_end {
             tracing::info!(%topic, partition = index, from = log_end, to = point, epoch,
                 "truncating a divergent tail to the leader's epoch boundary");
         }
-        if let Err(e) = partition.truncate_to(point) {
-            tracing::warn!(%topic, partition = index, error = %e, "truncation failed");
+        if let Err(e) = partition.truncate_to(point, (leader, epoch)) {
+            if !matches!(e, PartitionError::LeaderMoved { .. }) {
+                tracing::warn!(%topic, partition = index, error = %e, "truncation failed");
+            }
             continue;
         }
         reconciled.insert((topic, index), epoch);
@@ -209,19 +205,32 @@ async fn reconcile(
 /// One fetch of every reconciled partition from the leader, appended as it came.
 async fn fetch(
     broker: &Broker,
+    leader: i32,
     connection: &Connection,
     partitions: &[(String, i32)],
     reconciled: &mut HashMap<(String, i32), i32>,
 ) -> skein_client::Result<()> {
     let mut topics: Vec<FetchTopic> = Vec::new();
+    // (topic, partition) -> the leader epoch it was fetched in.
+    let mut asked: HashMap<(String, i32), i32> = HashMap::new();
+    // Over `follower.replication.throttled.rate`, throttled partitions sit out this fetch.
+    let throttle_spent = broker.follower_throttle.available() == Some(0);
+    let mut throttled: Vec<(String, i32)> = Vec::new();
     for (topic, index) in partitions {
         let Ok(partition) = broker.replicas.follower(topic, *index) else {
             continue;
         };
-        let (_, epoch) = partition.leader();
-        if reconciled.get(&(topic.clone(), *index)) != Some(&epoch) {
+        let (now_leader, epoch) = partition.leader();
+        if now_leader != leader || reconciled.get(&(topic.clone(), *index)) != Some(&epoch) {
             continue;
         }
+        if partition.throttled() {
+            if throttle_spent {
+                continue;
+            }
+            throttled.push((topic.clone(), *index));
+        }
+        asked.insert((topic.clone(), *index), epoch);
         let wanted = FetchPartition::default()
             .with_partition(*index)
             .with_current_leader_epoch(epoch)
@@ -256,21 +265,42 @@ async fn fetch(
                 continue;
             };
             let key = (name.to_owned(), data.partition_index);
+            let Some(&epoch) = asked.get(&key) else {
+                continue;
+            };
             match ResponseError::try_from_code(data.error_code) {
                 None => {
                     let records = data.records.as_deref().unwrap_or_default();
-                    if let Err(e) = partition.append(records, data.high_watermark) {
-                        tracing::warn!(topic = %name, partition = data.partition_index, error = %e,
-                            "replicated batches refused; reconciling again");
-                        reconciled.remove(&key);
+                    if throttled.contains(&key) {
+                        broker.follower_throttle.spend(records.len());
+                    }
+                    match partition.append(records, data.high_watermark, (leader, epoch)) {
+                        Ok(()) => {}
+                        // Leadership moved while the fetch was out: the answer is dropped.
+                        Err(PartitionError::LeaderMoved { .. }) => {}
+                        Err(e) => {
+                            tracing::warn!(topic = %name, partition = data.partition_index,
+                                error = %e, "replicated batches refused; reconciling again");
+                            reconciled.remove(&key);
+                        }
+                    }
+                }
+                Some(ResponseError::OffsetOutOfRange)
+                    if partition.log_end() < data.log_start_offset =>
+                {
+                    // The leader's log starts after ours ends (retention): start over there.
+                    match partition.restart_at(data.log_start_offset, (leader, epoch)) {
+                        Ok(()) | Err(PartitionError::LeaderMoved { .. }) => {}
+                        Err(e) => tracing::warn!(topic = %name,
+                            partition = data.partition_index, error = %e,
+                            "could not restart the replica at the leader's log start"),
                     }
                 }
                 Some(ResponseError::OffsetOutOfRange) => {
-                    // The leader's log starts after ours ends (retention): start over there.
-                    if let Err(e) = partition.restart_at(data.log_start_offset) {
-                        tracing::warn!(topic = %name, partition = data.partition_index, error = %e,
-                            "could not restart the replica at the leader's log start");
-                    }
+                    // Ours ends past the leader's end: a tail the leader does not have, cut
+                    // by reconciling again (never by emptying a log that may hold committed
+                    // records).
+                    reconciled.remove(&key);
                 }
                 Some(error) => {
                     tracing::debug!(topic = %name, partition = data.partition_index, ?error,

@@ -92,8 +92,9 @@ fn boxed<'a, A: Api + 'static>(
 /// Every API this broker answers.
 pub(crate) static ROUTES: &[Route] = {
     use handler::{
-        acls, admin, api_versions, configs, fetch, group, init_producer_id, list_offsets, metadata,
-        offset_for_leader_epoch, produce,
+        acls, admin, api_versions, configs, describe_topic_partitions, elect_leaders, fetch, group,
+        init_producer_id, list_offsets, log_dirs, metadata, offset_for_leader_epoch, produce,
+        reassignments,
     };
     &[
         Route::of::<produce::Produce>(),
@@ -118,12 +119,18 @@ pub(crate) static ROUTES: &[Route] = {
         Route::of::<init_producer_id::InitProducerId>(),
         Route::of::<configs::DescribeConfigs>(),
         Route::of::<configs::IncrementalAlterConfigs>(),
+        Route::of::<configs::AlterConfigs>(),
         Route::of::<group::DeleteGroups>(),
         Route::of::<group::OffsetDelete>(),
         Route::of::<acls::DescribeAcls>(),
         Route::of::<acls::CreateAcls>(),
         Route::of::<acls::DeleteAcls>(),
         Route::of::<offset_for_leader_epoch::OffsetForLeaderEpoch>(),
+        Route::of::<log_dirs::DescribeLogDirs>(),
+        Route::of::<describe_topic_partitions::DescribeTopicPartitions>(),
+        Route::of::<elect_leaders::ElectLeaders>(),
+        Route::of::<reassignments::AlterPartitionReassignments>(),
+        Route::of::<reassignments::ListPartitionReassignments>(),
     ]
 };
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use parking_lot::RwLock;
 use uuid::Uuid;
 
-use crate::controller_link::Reason;
+use crate::controller_link::{Reason, TopicShape};
 
 /// What is known of one topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -278,9 +278,12 @@ impl TopicRegistry {
         let mut topics = self.topics.write();
         let mut next: BTreeMap<String, TopicInfo> = BTreeMap::new();
         for topic in latest {
-            // The control plane refuses such names; a catalog from before that rule may
-            // still hold one, and its log would be the cluster's own.
-            if retired.contains(&topic.id) || is_internal(&topic.name) {
+            // The control plane refuses such names from tenants; a catalog from before that
+            // rule may still hold one, and its log would be the cluster's own. The offsets
+            // topic the controller made is the cluster's.
+            if retired.contains(&topic.id)
+                || (is_internal(&topic.name) && topic.name != crate::group::OFFSETS_TOPIC)
+            {
                 continue;
             }
             if fresh
@@ -361,6 +364,9 @@ impl TopicRegistry {
     /// brought it yet (a topic created a moment ago through another broker or the admin
     /// API): read-your-writes across every API.
     pub async fn lookup(&self, name: &str) -> Option<TopicInfo> {
+        if is_internal(name) {
+            return None;
+        }
         if let Some(info) = self.get(name) {
             return Some(info);
         }
@@ -405,26 +411,77 @@ impl TopicRegistry {
         self.topics.read().get(name).cloned()
     }
 
+    /// The tenant's own topics, as clients see them.
     pub fn list(&self) -> Vec<TopicInfo> {
+        self.topics
+            .read()
+            .values()
+            .filter(|t| !is_internal(&t.name))
+            .cloned()
+            .collect()
+    }
+
+    /// Every topic, the cluster's internal ones (`__consumer_offsets`) included: the
+    /// partitions this broker replicates.
+    pub fn list_all(&self) -> Vec<TopicInfo> {
         self.topics.read().values().cloned().collect()
     }
 
+    /// The tenant's `__consumer_offsets` of a cluster, asking the controller to make it the
+    /// first time a group needs it; `None` for a broker on its own, whose offsets live in a
+    /// local log, and while the controller cannot answer.
+    pub async fn offsets_topic(&self) -> Option<TopicInfo> {
+        let name = crate::group::OFFSETS_TOPIC;
+        let Source::Controller(link) = &self.source else {
+            return None;
+        };
+        if let Some(info) = self.get(name) {
+            return Some(info);
+        }
+        // The controller decides the partitions, replication and configs.
+        let shape = TopicShape::Placed {
+            partitions: 1,
+            replication_factor: -1,
+        };
+        match link.create_topic(name, &shape, BTreeMap::new()).await {
+            Ok(info) => {
+                self.fresh
+                    .lock()
+                    .insert(name.to_owned(), (info.id, std::time::Instant::now()));
+                let mut topics = self.topics.write();
+                Some(topics.entry(name.to_owned()).or_insert(info).clone())
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the controller did not make the offsets topic");
+                None
+            }
+        }
+    }
+
     pub async fn create(&self, name: &str, partitions: i32) -> Result<TopicInfo, TopicError> {
-        self.create_checked(name, partitions, 1, BTreeMap::new(), false)
+        let shape = TopicShape::Placed {
+            partitions,
+            replication_factor: 1,
+        };
+        self.create_checked(name, &shape, BTreeMap::new(), false)
             .await
     }
 
     /// Creates a topic, or with `validate_only` only checks that it could be created. The
-    /// replication factor matters only to a controller (a broker on its own has one replica).
+    /// replicas matter only to a controller (a broker on its own has one replica, and its
+    /// caller checks that an assignment names only this broker).
     pub async fn create_checked(
         &self,
         name: &str,
-        partitions: i32,
-        replication_factor: i32,
+        shape: &TopicShape,
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicInfo, TopicError> {
         validate_name(name)?;
+        let partitions = match shape {
+            TopicShape::Placed { partitions, .. } => *partitions,
+            TopicShape::Assigned(assigned) => i32::try_from(assigned.len()).unwrap_or(i32::MAX),
+        };
         if !(1..=100_000).contains(&partitions) {
             return Err(TopicError::InvalidPartitions { partitions });
         }
@@ -443,15 +500,15 @@ impl TopicRegistry {
                     placement: Placement::Local,
                 });
             }
-            let info = link
-                .create_topic(name, partitions, replication_factor, configs)
-                .await
-                .map_err(|e| match e.reason {
-                    Reason::AlreadyExists => TopicError::AlreadyExists {
-                        name: name.to_owned(),
-                    },
-                    _ => TopicError::Controller(e),
-                })?;
+            let info =
+                link.create_topic(name, shape, configs)
+                    .await
+                    .map_err(|e| match e.reason {
+                        Reason::AlreadyExists => TopicError::AlreadyExists {
+                            name: name.to_owned(),
+                        },
+                        _ => TopicError::Controller(e),
+                    })?;
             self.fresh
                 .lock()
                 .insert(name.to_owned(), (info.id, std::time::Instant::now()));
@@ -545,10 +602,13 @@ impl TopicRegistry {
     }
 
     /// Raises a topic's partition count (partitions are never removed).
+    /// Grows a topic to `count` partitions; `assigned`, when not empty, names each new
+    /// partition's replicas (checked by the controller, or by the caller on its own).
     pub async fn add_partitions(
         &self,
         name: &str,
         count: i32,
+        assigned: &[Vec<i32>],
         validate_only: bool,
     ) -> Result<TopicInfo, TopicError> {
         refuse_internal(name)?;
@@ -574,7 +634,7 @@ impl TopicRegistry {
             return Ok(updated);
         }
         if let Source::Controller(link) = &self.source {
-            let grown = link.create_partitions(name, count).await?;
+            let grown = link.create_partitions(name, count, assigned).await?;
             self.topics.write().insert(name.to_owned(), grown.clone());
             return Ok(grown);
         }

@@ -193,7 +193,15 @@ mod produce_errors {
         configs.insert("max.message.bytes".to_owned(), "1000".to_owned());
         broker
             .runtime
-            .block_on(b.topics.create_checked("strict", 1, 1, configs, false))
+            .block_on(b.topics.create_checked(
+                "strict",
+                &skein_broker::controller_link::TopicShape::Placed {
+                    partitions: 1,
+                    replication_factor: 1,
+                },
+                configs,
+                false,
+            ))
             .unwrap();
 
         let mut corrupt = batch(10);

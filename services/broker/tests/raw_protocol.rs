@@ -603,3 +603,477 @@ fn an_idle_groups_offsets_expire_after_the_retention() {
     assert_eq!(committed(&mut client, "idle"), -1, "expired for good");
     assert_eq!(committed(&mut client, "busy"), 42);
 }
+
+/// DescribeConfigs of the BROKER resource answers the broker's own settings under Kafka's
+/// names, read-only, each with its type (v3 on) and whether it is the default; another
+/// broker's id is refused, the empty name (cluster defaults) has nothing. Topic entries
+/// carry their types too.
+#[test]
+fn describe_configs_of_the_broker_names_its_real_settings_and_their_types() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+
+    let broker = TestBroker::start_with(|config| {
+        config.rack = Some("rack-a".to_owned());
+        config.log.retention_ms = 3_600_000;
+    });
+    broker.create_topic("described", 1);
+    let mut client = Client::connect(&broker);
+    let resource = |kind: i8, name: &str| {
+        DescribeConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.to_owned()))
+            .with_configuration_keys(None)
+    };
+    let request = DescribeConfigsRequest::default().with_resources(vec![
+        resource(4, "0"),
+        resource(4, "7"),
+        resource(4, ""),
+        resource(2, "described"),
+    ]);
+    let response: DescribeConfigsResponse = client.call(32, 4, &request);
+    let [own, other, cluster, topic] = &response.results[..] else {
+        panic!("four results: {response:?}");
+    };
+    assert_eq!(own.error_code, 0);
+    let entry = |name: &str| {
+        own.configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .clone()
+    };
+    // (name, value, source: 4 static / 5 default, type: 1 boolean, 2 string, 3 int, 5 long, 7 list)
+    for (name, value, source, kind) in [
+        ("broker.id", "0", 5, 3),
+        ("broker.rack", "rack-a", 4, 2),
+        ("log.retention.ms", "3600000", 4, 5),
+        ("log.segment.bytes", "1073741824", 5, 3),
+        ("log.cleanup.policy", "delete", 5, 7),
+        ("default.replication.factor", "1", 5, 3),
+        ("auto.create.topics.enable", "true", 5, 1),
+        ("replica.lag.time.max.ms", "30000", 5, 5),
+    ] {
+        let e = entry(name);
+        assert_eq!(e.value.as_ref().map(|v| v.as_str()), Some(value), "{name}");
+        assert_eq!((e.config_source, e.config_type), (source, kind), "{name}");
+        assert!(e.read_only, "{name} cannot be altered");
+    }
+    assert!(
+        own.configs.iter().all(|c| c.config_type != 0),
+        "every entry has a type"
+    );
+    assert_eq!(other.error_code, 42, "another broker's id: INVALID_REQUEST");
+    assert_eq!((cluster.error_code, cluster.configs.len()), (0, 0));
+    let retention = topic
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "retention.ms")
+        .unwrap();
+    assert_eq!((retention.config_type, retention.config_source), (5, 5));
+
+    // Before v3 there is no type; the rest is the same.
+    let request = DescribeConfigsRequest::default().with_resources(vec![resource(4, "0")]);
+    let response: DescribeConfigsResponse = client.call(32, 1, &request);
+    let rack = response.results[0]
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "broker.rack")
+        .unwrap();
+    assert_eq!(rack.value.as_ref().map(|v| v.as_str()), Some("rack-a"));
+}
+
+#[test]
+fn describe_log_dirs_names_the_partitions_held_and_their_sizes() {
+    use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+    use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
+
+    let broker = TestBroker::start();
+    broker.create_topic("sessions", 2);
+    let mut client = Client::connect(&broker);
+    for i in 0..50 {
+        client.produce("sessions", 1, &format!("record {i}"));
+    }
+    let sizes = |response: &DescribeLogDirsResponse| -> Vec<(String, i32, i64)> {
+        assert_eq!(response.error_code, 0);
+        assert_eq!(response.results.len(), 1);
+        response.results[0]
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    (
+                        t.name.0.as_str().to_owned(),
+                        p.partition_index,
+                        p.partition_size,
+                    )
+                })
+            })
+            .collect()
+    };
+
+    let every: DescribeLogDirsResponse =
+        client.call(35, 4, &DescribeLogDirsRequest::default().with_topics(None));
+    let result = &every.results[0];
+    assert_eq!(result.error_code, 0);
+    assert!(
+        result.log_dir.as_str().ends_with("logs"),
+        "{}",
+        result.log_dir.as_str()
+    );
+    assert!(
+        result.total_bytes > 0 && result.usable_bytes >= 0,
+        "{result:?}"
+    );
+    assert!(result.usable_bytes <= result.total_bytes);
+    let listed = sizes(&every);
+    assert_eq!(
+        listed
+            .iter()
+            .map(|(t, p, _)| (t.as_str(), *p))
+            .collect::<Vec<_>>(),
+        [("sessions", 0), ("sessions", 1)],
+        "the tenant's partitions, never the internal offsets log"
+    );
+    let (empty, written) = (listed[0].2, listed[1].2);
+    // 50 batches of one record are on disk in partition 1; partition 0 holds none.
+    assert!(written > empty + 50 * 61, "{listed:?}");
+
+    // Only what is asked: a partition not held and an unknown topic are left out.
+    let asked = DescribeLogDirsRequest::default().with_topics(Some(vec![
+        DescribableLogDirTopic::default()
+            .with_topic(name("sessions"))
+            .with_partitions(vec![1, 7]),
+        DescribableLogDirTopic::default()
+            .with_topic(name("nowhere"))
+            .with_partitions(vec![0]),
+    ]));
+    let some: DescribeLogDirsResponse = client.call(35, 1, &asked);
+    assert_eq!(sizes(&some), [("sessions".to_owned(), 1, written)]);
+}
+
+#[test]
+fn describe_topic_partitions_pages_through_every_partition_in_order() {
+    use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+    use kafka_protocol::messages::{
+        DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    };
+
+    let broker = TestBroker::start();
+    broker.create_topic("beta", 2);
+    broker.create_topic("alpha", 3);
+    let mut client = Client::connect(&broker);
+    let mut page = |cursor: Option<(&str, i32)>, topics: &[&str]| {
+        let request = DescribeTopicPartitionsRequest::default()
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| TopicRequest::default().with_name(name(t)))
+                    .collect(),
+            )
+            .with_response_partition_limit(2)
+            .with_cursor(cursor.map(|(t, p)| {
+                Cursor::default()
+                    .with_topic_name(name(t))
+                    .with_partition_index(p)
+            }));
+        let response: DescribeTopicPartitionsResponse = client.call(75, 0, &request);
+        let listed: Vec<(String, i16, Vec<i32>)> = response
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_ref().unwrap().0.as_str().to_owned(),
+                    t.error_code,
+                    t.partitions.iter().map(|p| p.partition_index).collect(),
+                )
+            })
+            .collect();
+        let next = response
+            .next_cursor
+            .map(|c| (c.topic_name.0.as_str().to_owned(), c.partition_index));
+        (listed, next)
+    };
+    let owned = |t: &str| t.to_owned();
+    // Every topic, two partitions a page, in name order.
+    assert_eq!(
+        page(None, &[]),
+        (
+            vec![(owned("alpha"), 0, vec![0, 1])],
+            Some((owned("alpha"), 2))
+        )
+    );
+    assert_eq!(
+        page(Some(("alpha", 2)), &[]),
+        (
+            vec![(owned("alpha"), 0, vec![2]), (owned("beta"), 0, vec![0])],
+            Some((owned("beta"), 1))
+        )
+    );
+    assert_eq!(
+        page(Some(("beta", 1)), &[]),
+        (vec![(owned("beta"), 0, vec![1])], None)
+    );
+    // Named topics: an unknown one is answered as such; a cursor outside them is refused.
+    let (listed, next) = page(None, &["beta", "missing"]);
+    assert_eq!(
+        listed,
+        [
+            (owned("beta"), 0, vec![0, 1]),
+            (owned("missing"), 3, vec![])
+        ]
+    );
+    assert_eq!(next, None);
+    let (listed, _) = page(Some(("alpha", 0)), &["beta"]);
+    assert_eq!(listed, [(owned("alpha"), 42, vec![])]);
+}
+
+#[test]
+fn a_compacted_topic_refuses_a_record_without_a_key_naming_it_and_writes_nothing() {
+    use kafka_protocol::messages::ProduceResponse;
+
+    let broker = TestBroker::start();
+    let mut client = Client::connect(&broker);
+    create_with_config(&mut client, "sessions", "cleanup.policy", "compact");
+
+    let produce = |client: &mut Client, keys: &[Option<&str>]| -> ProduceResponse {
+        let records: Vec<NewRecord> = keys
+            .iter()
+            .map(|key| NewRecord {
+                key: key.map(|k| k.as_bytes().to_vec()),
+                value: Some(b"v".to_vec()),
+                headers: Vec::new(),
+                timestamp: 1,
+            })
+            .collect();
+        let batch = build_batch(&records, Compression::None, ProducerFields::NONE).unwrap();
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name("sessions"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(Bytes::from(batch)))])]);
+        client.call(0, 9, &request)
+    };
+    let refused = produce(&mut client, &[Some("a"), None, Some("c"), None]);
+    let answer = &refused.responses[0].partition_responses[0];
+    assert_eq!(answer.error_code, 87, "INVALID_RECORD");
+    assert_eq!(
+        answer
+            .record_errors
+            .iter()
+            .map(|e| e.batch_index)
+            .collect::<Vec<_>>(),
+        [1, 3]
+    );
+    let message = answer.error_message.as_ref().unwrap().as_str();
+    assert!(message.contains("without a key"), "{message}");
+    assert_eq!(
+        latest_of(&mut client, "sessions"),
+        0,
+        "nothing of the batch is written"
+    );
+
+    let accepted = produce(&mut client, &[Some("a"), Some("b")]);
+    assert_eq!(accepted.responses[0].partition_responses[0].error_code, 0);
+    assert_eq!(latest_of(&mut client, "sessions"), 2);
+}
+
+/// Creates a one-partition topic with one config set, through CreateTopics.
+fn create_with_config(client: &mut Client, topic: &str, config: &'static str, value: &'static str) {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(vec![CreatableTopicConfig::default()
+                .with_name(StrBytes::from_static_str(config))
+                .with_value(Some(StrBytes::from_static_str(value)))])]);
+    let created: CreateTopicsResponse = client.call(19, 5, &create);
+    assert_eq!(
+        created.topics[0].error_code, 0,
+        "{topic} with {config}={value}"
+    );
+}
+
+fn latest_of(client: &mut Client, topic: &str) -> i64 {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])]);
+    let response: ListOffsetsResponse = client.call(2, 7, &request);
+    response.topics[0].partitions[0].offset
+}
+
+#[test]
+fn a_topic_with_a_compression_type_stores_every_batch_under_that_codec() {
+    use kafka_protocol::messages::ProduceResponse;
+    use skein_log::batch::{BatchHeader, DecodedRecords, MAX_DECOMPRESSED};
+
+    let broker = TestBroker::start();
+    let mut client = Client::connect(&broker);
+    create_with_config(&mut client, "sessions", "compression.type", "zstd");
+
+    let batch_of = |label: &str, codec: Compression| {
+        let records: Vec<NewRecord> = (0..10)
+            .map(|i| NewRecord {
+                key: Some(format!("{label}-{i}").into_bytes()),
+                value: Some(format!("{label} value {i}").repeat(20).into_bytes()),
+                headers: vec![(b"h".to_vec(), Some(label.as_bytes().to_vec()))],
+                timestamp: 1_700_000_000_000 + i,
+            })
+            .collect();
+        build_batch(&records, codec, ProducerFields::NONE).unwrap()
+    };
+    let produce = |client: &mut Client, batch: Vec<u8>| -> i16 {
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name("sessions"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(Bytes::from(batch)))])]);
+        let answer: ProduceResponse = client.call(0, 9, &request);
+        answer.responses[0].partition_responses[0].error_code
+    };
+    let sent = [
+        batch_of("plain", Compression::None),
+        batch_of("gzip", Compression::Gzip),
+        batch_of("zstd", Compression::Zstd),
+    ];
+    for batch in &sent {
+        assert_eq!(produce(&mut client, batch.clone()), 0);
+    }
+    // A damaged batch is refused as it would be on any topic, never given a fresh CRC.
+    let mut damaged = batch_of("damaged", Compression::Gzip);
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0xff;
+    assert_eq!(produce(&mut client, damaged), 2, "CORRUPT_MESSAGE");
+    assert_eq!(latest_of(&mut client, "sessions"), 30);
+
+    let contents = |batch: &[u8]| -> Vec<(Vec<u8>, Vec<u8>, i64)> {
+        let decoded = DecodedRecords::decode(batch, MAX_DECOMPRESSED).unwrap();
+        decoded
+            .iter()
+            .map(|r| {
+                let r = r.unwrap();
+                let ts = decoded.timestamp_of(&r);
+                (r.key.unwrap().to_vec(), r.value.unwrap().to_vec(), ts)
+            })
+            .collect()
+    };
+    let fetched = client.fetch(0, -1, &[(0, 0)]);
+    let records = fetched.responses[0].partitions[0].records.clone().unwrap();
+    let mut at = 0;
+    let mut stored = Vec::new();
+    while at < records.len() {
+        let header = BatchHeader::parse(&records[at..]).unwrap();
+        stored.push((header.compression().unwrap(), at, header.size()));
+        at += header.size();
+    }
+    assert_eq!(
+        stored
+            .iter()
+            .map(|(codec, _, _)| *codec)
+            .collect::<Vec<_>>(),
+        [Compression::Zstd; 3],
+        "every batch under the topic's codec"
+    );
+    for ((_, at, size), sent) in stored.iter().zip(&sent) {
+        assert_eq!(contents(&records[*at..*at + *size]), contents(sent));
+    }
+}
+
+#[test]
+fn a_brokers_replication_throttles_change_while_it_runs_and_nothing_else_does() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    };
+
+    let broker = TestBroker::start_with(|config| {
+        config.follower_replication_throttled_rate = Some(5_000_000);
+    });
+    let mut client = Client::connect(&broker);
+    let alter = |client: &mut Client, name: &str, op: i8, value: Option<&str>| -> i16 {
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str("0"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_string(name.to_owned()))
+                    .with_config_operation(op)
+                    .with_value(value.map(|v| StrBytes::from_string(v.to_owned())))]),
+        ]);
+        let response: IncrementalAlterConfigsResponse = client.call(44, 1, &request);
+        response.responses[0].error_code
+    };
+    // (value, source, read-only) of a broker config.
+    let described = |client: &mut Client, name: &str| {
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str("0"))
+                .with_configuration_keys(Some(vec![StrBytes::from_string(name.to_owned())])),
+        ]);
+        let response: DescribeConfigsResponse = client.call(32, 4, &request);
+        let entry = &response.results[0].configs[0];
+        (
+            entry.value.as_ref().unwrap().as_str().to_owned(),
+            entry.config_source,
+            entry.read_only,
+        )
+    };
+    let unlimited = i64::MAX.to_string();
+    let leader = "leader.replication.throttled.rate";
+    let follower = "follower.replication.throttled.rate";
+    assert_eq!(
+        described(&mut client, leader),
+        (unlimited.clone(), 5, false)
+    );
+    assert_eq!(
+        described(&mut client, follower),
+        ("5000000".to_owned(), 4, false)
+    );
+
+    // Set (source 2: a dynamic config of this broker), then deleted: back to its setting.
+    assert_eq!(alter(&mut client, leader, 0, Some("1000")), 0);
+    assert_eq!(alter(&mut client, follower, 0, Some("2000")), 0);
+    assert_eq!(
+        described(&mut client, leader),
+        ("1000".to_owned(), 2, false)
+    );
+    assert_eq!(
+        described(&mut client, follower),
+        ("2000".to_owned(), 2, false)
+    );
+    assert_eq!(alter(&mut client, leader, 1, None), 0);
+    assert_eq!(alter(&mut client, follower, 1, None), 0);
+    assert_eq!(described(&mut client, leader).0, unlimited);
+    assert_eq!(described(&mut client, follower).0, "5000000");
+
+    // INVALID_CONFIG: a bad rate, or any other broker config.
+    assert_eq!(alter(&mut client, leader, 0, Some("0")), 40);
+    assert_eq!(alter(&mut client, leader, 0, Some("fast")), 40);
+    assert_eq!(alter(&mut client, "log.retention.ms", 0, Some("1")), 40);
+    assert_eq!(
+        described(&mut client, leader).0,
+        unlimited,
+        "nothing changed"
+    );
+}

@@ -36,7 +36,10 @@ pub struct ControllerConfig {
     pub replica_id: String,
     /// How long a lease lasts without renewal; standbys take over after it.
     pub lease_ttl: Duration,
-    /// A broker whose last heartbeat is older than this is not placed on.
+    /// A broker whose last heartbeat is older than this is gone: not placed on, out of
+    /// every ISR, its partitions led by others (Kafka's `broker.session.timeout.ms`, 6 s
+    /// here rather than Kafka's 9 s: three heartbeats of a broker's default interval, and
+    /// what keeps failover under 10 s).
     pub broker_session: Duration,
     /// How often watchers' snapshots are recomputed.
     pub watch_interval: Duration,
@@ -52,7 +55,7 @@ impl ControllerConfig {
         Self {
             replica_id: replica_id.into(),
             lease_ttl: Duration::from_secs(10),
-            broker_session: Duration::from_secs(10),
+            broker_session: Duration::from_secs(6),
             watch_interval: Duration::from_millis(250),
             producer_id_block: 1000,
             auto_leader_rebalance: true,
@@ -298,6 +301,9 @@ fn op_status(e: TopicOpError) -> Status {
             (Code::FailedPrecondition, Reason::InvalidReplicationFactor)
         }
         TopicOpError::InvalidConfig(_) => (Code::InvalidArgument, Reason::InvalidConfig),
+        TopicOpError::InvalidReplicaAssignment(_) => {
+            (Code::InvalidArgument, Reason::InvalidReplicaAssignment)
+        }
         // The leader waits for newer metadata, as after any lost compare-and-set.
         TopicOpError::IneligibleReplica(_) => (Code::FailedPrecondition, Reason::Conflict),
     };
@@ -427,17 +433,38 @@ impl Controller for ControllerService {
         let caller = credentials::caller(&request)?;
         let request = request.into_inner();
         caller.require_tenant(&request.tenant)?;
-        let (topic, partitions) = self
-            .topics
-            .create(
-                &request.tenant,
-                &request.name,
-                request.partitions,
-                request.replication_factor,
-                request.configs.into_iter().collect(),
-            )
-            .await
-            .map_err(op_status)?;
+        // A broker asks for its tenant's offsets topic when a group first needs it; the
+        // controller decides its shape. Every other caller and name goes through the checks
+        // of a tenant's own topic, which refuse internal names.
+        let created =
+            if caller.role == Role::Broker && request.name == skein_catalog::CONSUMER_OFFSETS {
+                self.topics.ensure_consumer_offsets(&request.tenant).await
+            } else if request.assignments.is_empty() {
+                self.topics
+                    .create(
+                        &request.tenant,
+                        &request.name,
+                        request.partitions,
+                        request.replication_factor,
+                        request.configs.into_iter().collect(),
+                    )
+                    .await
+            } else {
+                let assigned = request
+                    .assignments
+                    .into_iter()
+                    .map(|a| a.replicas)
+                    .collect();
+                self.topics
+                    .create_assigned(
+                        &request.tenant,
+                        &request.name,
+                        assigned,
+                        request.configs.into_iter().collect(),
+                    )
+                    .await
+            };
+        let (topic, partitions) = created.map_err(op_status)?;
         Ok(Response::new(pb::TopicResponse {
             topic: Some(topic_message(&request.tenant, topic, partitions)),
         }))
@@ -484,11 +511,21 @@ impl Controller for ControllerService {
         let caller = credentials::caller(&request)?;
         let request = request.into_inner();
         caller.require_tenant(&request.tenant)?;
-        let (topic, partitions) = self
-            .topics
-            .grow(&request.tenant, &request.name, request.count)
-            .await
-            .map_err(op_status)?;
+        let grown = if request.assignments.is_empty() {
+            self.topics
+                .grow(&request.tenant, &request.name, request.count)
+                .await
+        } else {
+            let assigned = request
+                .assignments
+                .into_iter()
+                .map(|a| a.replicas)
+                .collect();
+            self.topics
+                .grow_assigned(&request.tenant, &request.name, request.count, assigned)
+                .await
+        };
+        let (topic, partitions) = grown.map_err(op_status)?;
         Ok(Response::new(pb::TopicResponse {
             topic: Some(topic_message(&request.tenant, topic, partitions)),
         }))
@@ -607,6 +644,137 @@ impl Controller for ControllerService {
         tracing::info!(node, remaining, "controlled shutdown");
         Ok(Response::new(pb::ControlledShutdownResponse {
             remaining_leaderships: remaining,
+        }))
+    }
+
+    async fn elect_leaders(
+        &self,
+        request: Request<pb::ElectLeadersRequest>,
+    ) -> Result<Response<pb::ElectLeadersResponse>, Status> {
+        use crate::election::{NoElection, Requested};
+        use pb::election_result::Outcome;
+        let caller = credentials::caller(&request)?;
+        caller.require(Role::Broker)?;
+        let request = request.into_inner();
+        caller.require_tenant(&request.tenant)?;
+        let requested = if request.unclean {
+            Requested::Unclean
+        } else {
+            Requested::Preferred
+        };
+        let asked = (!request.topics.is_empty()).then(|| {
+            request
+                .topics
+                .into_iter()
+                .map(|t| (t.topic, t.partitions))
+                .collect()
+        });
+        let results = self
+            .topics
+            .elect_leaders(&request.tenant, requested, asked)
+            .await
+            .map_err(op_status)?
+            .into_iter()
+            .map(|(topic, partition, outcome)| {
+                let outcome = match outcome {
+                    Ok(()) => Outcome::Elected,
+                    Err(NoElection::NotNeeded) => Outcome::ElectionNotNeeded,
+                    Err(NoElection::PreferredLeaderNotAvailable) => {
+                        Outcome::PreferredLeaderNotAvailable
+                    }
+                    Err(NoElection::EligibleLeadersNotAvailable) => {
+                        Outcome::EligibleLeadersNotAvailable
+                    }
+                    Err(NoElection::UnknownTopicOrPartition) => Outcome::UnknownTopicOrPartition,
+                };
+                pb::ElectionResult {
+                    topic,
+                    partition,
+                    outcome: outcome.into(),
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::ElectLeadersResponse { results }))
+    }
+
+    async fn alter_partition_reassignments(
+        &self,
+        request: Request<pb::AlterReassignmentsRequest>,
+    ) -> Result<Response<pb::AlterReassignmentsResponse>, Status> {
+        use crate::topic_ops::NoReassignment;
+        use pb::reassignment_result::Outcome;
+        let caller = credentials::caller(&request)?;
+        caller.require(Role::Broker)?;
+        let request = request.into_inner();
+        caller.require_tenant(&request.tenant)?;
+        let asked: Vec<(String, i32, Option<Vec<i32>>)> = request
+            .reassignments
+            .into_iter()
+            .map(|r| (r.topic, r.partition, r.target.map(|t| t.replicas)))
+            .collect();
+        let named: Vec<(String, i32)> = asked.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+        let results = self
+            .topics
+            .alter_reassignments(&request.tenant, asked)
+            .await
+            .map_err(op_status)?
+            .into_iter()
+            .zip(named)
+            .map(|(outcome, (topic, partition))| {
+                let (outcome, message) = match outcome {
+                    Ok(()) => (Outcome::Accepted, String::new()),
+                    Err(NoReassignment::UnknownTopicOrPartition) => {
+                        (Outcome::UnknownTopicOrPartition, String::new())
+                    }
+                    Err(NoReassignment::NotInProgress) => {
+                        (Outcome::NoReassignmentInProgress, String::new())
+                    }
+                    Err(NoReassignment::InvalidAssignment(reason)) => {
+                        (Outcome::InvalidReplicaAssignment, reason)
+                    }
+                };
+                pb::ReassignmentResult {
+                    topic,
+                    partition,
+                    outcome: outcome.into(),
+                    message,
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::AlterReassignmentsResponse { results }))
+    }
+
+    async fn list_partition_reassignments(
+        &self,
+        request: Request<pb::ListReassignmentsRequest>,
+    ) -> Result<Response<pb::ListReassignmentsResponse>, Status> {
+        let caller = credentials::caller(&request)?;
+        caller.require(Role::Broker)?;
+        let request = request.into_inner();
+        caller.require_tenant(&request.tenant)?;
+        let asked = (!request.topics.is_empty()).then(|| {
+            request
+                .topics
+                .into_iter()
+                .map(|t| (t.topic, t.partitions))
+                .collect()
+        });
+        let reassignments = self
+            .topics
+            .list_reassignments(&request.tenant, asked)
+            .await
+            .map_err(op_status)?
+            .into_iter()
+            .map(|(topic, p)| pb::OngoingReassignment {
+                topic,
+                partition: p.partition,
+                replicas: p.replicas,
+                adding: p.adding,
+                removing: p.removing,
+            })
+            .collect();
+        Ok(Response::new(pb::ListReassignmentsResponse {
+            reassignments,
         }))
     }
 

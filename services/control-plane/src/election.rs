@@ -102,6 +102,77 @@ pub fn decide(
     (partition.leader != -1 || isr != partition.isr).then(|| update(-1, isr))
 }
 
+/// An election an operator asked for (Kafka's ElectLeaders).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requested {
+    /// Leadership to the preferred (first) replica.
+    Preferred,
+    /// A leader for a partition without a live one, from the live ISR if it can, else any
+    /// live replica (what only the old ISR had is lost).
+    Unclean,
+}
+
+/// Why an asked-for election changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoElection {
+    /// The partition already has the leader asked for.
+    NotNeeded,
+    /// The preferred replica is not live or not in the ISR.
+    PreferredLeaderNotAvailable,
+    /// No live replica may lead.
+    EligibleLeadersNotAvailable,
+    /// No such topic or partition of the tenant's.
+    UnknownTopicOrPartition,
+}
+
+/// The change an asked-for election makes to a partition given the live brokers.
+pub fn on_request(
+    partition: &Partition,
+    live: &BTreeSet<i32>,
+    requested: Requested,
+) -> Result<PartitionUpdate, NoElection> {
+    let update = |leader: i32, isr: Vec<i32>| PartitionUpdate {
+        expected_partition_epoch: partition.partition_epoch,
+        leader,
+        isr,
+    };
+    let leader_live = partition.leader >= 0 && live.contains(&partition.leader);
+    match requested {
+        Requested::Preferred => {
+            let preferred = *partition
+                .replicas
+                .first()
+                .ok_or(NoElection::PreferredLeaderNotAvailable)?;
+            if preferred == partition.leader && leader_live {
+                return Err(NoElection::NotNeeded);
+            }
+            if !live.contains(&preferred) || !partition.isr.contains(&preferred) {
+                return Err(NoElection::PreferredLeaderNotAvailable);
+            }
+            let isr = partition
+                .isr
+                .iter()
+                .copied()
+                .filter(|id| live.contains(id))
+                .collect();
+            Ok(update(preferred, isr))
+        }
+        Requested::Unclean => {
+            if leader_live {
+                return Err(NoElection::NotNeeded);
+            }
+            let policy = ElectionPolicy {
+                unclean: true,
+                rebalance: false,
+            };
+            match decide(partition, live, policy) {
+                Some(change) if change.leader >= 0 => Ok(change),
+                _ => Err(NoElection::EligibleLeadersNotAvailable),
+            }
+        }
+    }
+}
+
 /// Runs elections every `interval` while this replica is the active controller. A replica
 /// that just became active waits one broker session first, so brokers that could not
 /// heartbeat while no controller was active are not taken for dead.
@@ -187,6 +258,35 @@ pub async fn elect_once(
                 elected.leaders.push(leader);
             }
         };
+        // A reassignment whose target is in sync completes before anything else is decided.
+        if partition.complete_reassignment().is_some() {
+            if leadership.active_epoch().is_none() {
+                note(partition.leader);
+                return Ok(elected);
+            }
+            let completed = catalog
+                .change_partition(&partition.topic_id, partition.partition, |current| {
+                    current
+                        .complete_reassignment()
+                        .ok_or(CatalogError::Conflict {
+                            what: "partition",
+                            expected: i64::from(partition.partition_epoch),
+                        })
+                })
+                .await;
+            match completed {
+                Ok(stored) => {
+                    tracing::info!(
+                        topic = %name, partition = stored.partition, replicas = ?stored.replicas,
+                        leader = stored.leader, isr = ?stored.isr, "reassignment completed"
+                    );
+                    note(stored.leader);
+                }
+                Err(CatalogError::Conflict { .. }) => note(partition.leader),
+                Err(e) => return Err(e),
+            }
+            continue;
+        }
         let Some(update) = decide(&partition, live, *policy) else {
             note(partition.leader);
             continue;
@@ -228,6 +328,8 @@ mod tests {
             leader,
             leader_epoch: 4,
             partition_epoch: 9,
+            adding: Vec::new(),
+            removing: Vec::new(),
         }
     }
 
@@ -245,6 +347,42 @@ mod tests {
             assert_eq!(u.expected_partition_epoch, 9);
             (u.leader, u.isr)
         })
+    }
+
+    #[test]
+    fn asked_for_elections_move_leadership_only_where_kafka_would() {
+        use super::NoElection::*;
+        let all = live(&[1, 2, 3]);
+        // Preferred: to the first replica when it is live and in sync.
+        let away = partition(&[1, 2, 3], &[1, 2, 3], 2);
+        let change = on_request(&away, &all, Requested::Preferred).unwrap();
+        assert_eq!(decided(Some(change)), Some((1, vec![1, 2, 3])));
+        let home = partition(&[1, 2, 3], &[1, 2, 3], 1);
+        assert_eq!(
+            on_request(&home, &all, Requested::Preferred),
+            Err(NotNeeded)
+        );
+        let behind = partition(&[1, 2, 3], &[2, 3], 2);
+        assert_eq!(
+            on_request(&behind, &all, Requested::Preferred),
+            Err(PreferredLeaderNotAvailable)
+        );
+        assert_eq!(
+            on_request(&away, &live(&[2, 3]), Requested::Preferred),
+            Err(PreferredLeaderNotAvailable)
+        );
+        // Unclean: only where no live leader is, in-sync replicas first.
+        assert_eq!(on_request(&away, &all, Requested::Unclean), Err(NotNeeded));
+        let leaderless = partition(&[1, 2, 3], &[1], -1);
+        let change = on_request(&leaderless, &live(&[2, 3]), Requested::Unclean).unwrap();
+        assert_eq!(decided(Some(change)), Some((2, vec![2])));
+        let in_sync_alive = partition(&[1, 2, 3], &[1, 3], 1);
+        let change = on_request(&in_sync_alive, &live(&[2, 3]), Requested::Unclean).unwrap();
+        assert_eq!(decided(Some(change)), Some((3, vec![3])));
+        assert_eq!(
+            on_request(&leaderless, &live(&[]), Requested::Unclean),
+            Err(EligibleLeadersNotAvailable)
+        );
     }
 
     #[test]

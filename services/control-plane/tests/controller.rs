@@ -117,6 +117,7 @@ fn create(
         partitions,
         replication_factor,
         configs: [("retention.ms".to_owned(), "60000".to_owned())].into(),
+        assignments: Vec::new(),
     }
 }
 
@@ -252,6 +253,7 @@ async fn places_topics_on_live_brokers_and_streams_every_change() {
             tenant: "acme".to_owned(),
             name: "orders".to_owned(),
             count: 8,
+            assignments: Vec::new(),
         })
         .await
         .unwrap()
@@ -265,6 +267,7 @@ async fn places_topics_on_live_brokers_and_streams_every_change() {
             tenant: "acme".to_owned(),
             name: "orders".to_owned(),
             count: 3,
+            assignments: Vec::new(),
         })
         .await;
     assert_eq!(shrink.unwrap_err().code(), Code::InvalidArgument);

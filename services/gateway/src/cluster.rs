@@ -55,7 +55,9 @@ impl View {
                     .push(format!("{}:{}", broker.host, broker.port));
             }
         }
-        for topic in &snapshot.topics {
+        // The cluster's internal topics (`__consumer_offsets`) are no tenant's to read,
+        // write or list.
+        for topic in snapshot.topics.iter().filter(|t| !t.name.starts_with("__")) {
             tenants
                 .entry(topic.tenant.clone())
                 .or_default()

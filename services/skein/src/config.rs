@@ -17,6 +17,8 @@
 //! connections_max_idle_ms = 600000      # connections.max.idle.ms
 //! unauthenticated_acl_changes = false   # may Kafka clients CreateAcls / DeleteAcls
 //! replica_lag_time_max_ms = 30000       # replica.lag.time.max.ms
+//! leader_replication_throttled_rate = 10485760  # leader.replication.throttled.rate (bytes/s; unset: none)
+//! follower_replication_throttled_rate = 10485760  # follower.replication.throttled.rate
 //!
 //! [log]                                 # topic defaults, under Kafka's names
 //! "retention.ms" = "604800000"
@@ -59,6 +61,8 @@ struct BrokerSection {
     max_connections: Option<usize>,
     connections_max_idle_ms: Option<u64>,
     replica_lag_time_max_ms: Option<u64>,
+    leader_replication_throttled_rate: Option<u64>,
+    follower_replication_throttled_rate: Option<u64>,
     unauthenticated_acl_changes: Option<bool>,
 }
 
@@ -143,6 +147,14 @@ pub(crate) fn apply(
                     broker.replica_lag_time_max_ms =
                         Some(value.parse().with_context(|| parse("duration in ms"))?)
                 }
+                "LEADER_REPLICATION_THROTTLED_RATE" => {
+                    broker.leader_replication_throttled_rate =
+                        Some(value.parse().with_context(|| parse("bytes per second"))?)
+                }
+                "FOLLOWER_REPLICATION_THROTTLED_RATE" => {
+                    broker.follower_replication_throttled_rate =
+                        Some(value.parse().with_context(|| parse("bytes per second"))?)
+                }
                 "CONNECTIONS_MAX_IDLE_MS" => {
                     broker.connections_max_idle_ms =
                         Some(value.parse().with_context(|| parse("duration in ms"))?)
@@ -203,11 +215,31 @@ pub(crate) fn apply(
         anyhow::ensure!(v >= 1, "replica_lag_time_max_ms must be at least 1");
         config.replica_lag_time_max = std::time::Duration::from_millis(v);
     }
+    for (rate, key, set) in [
+        (
+            broker.leader_replication_throttled_rate,
+            "leader_replication_throttled_rate",
+            &mut config.leader_replication_throttled_rate,
+        ),
+        (
+            broker.follower_replication_throttled_rate,
+            "follower_replication_throttled_rate",
+            &mut config.follower_replication_throttled_rate,
+        ),
+    ] {
+        if let Some(v) = rate {
+            anyhow::ensure!(v >= 1, "{key} must be at least 1");
+            *set = Some(v);
+        }
+    }
     if let Some(v) = broker.connections_max_idle_ms {
         anyhow::ensure!(v >= 1, "connections_max_idle_ms must be at least 1");
         config.connections_max_idle_ms = v;
     }
-    (config.log, config.default_min_insync_replicas) = skein_broker::topic_defaults(&log)?;
+    let defaults = skein_broker::topic_defaults(&log)?;
+    config.log = defaults.log;
+    config.default_min_insync_replicas = defaults.min_insync_replicas;
+    config.default_compression = defaults.compression;
     Ok(())
 }
 
@@ -225,8 +257,15 @@ mod tests {
         )
         .unwrap();
         let mut config = BrokerConfig::new(dir.path());
-        let env = vec![("SKEIN_LOG_RETENTION_MS".to_owned(), "2000".to_owned())];
+        let env = vec![
+            ("SKEIN_LOG_RETENTION_MS".to_owned(), "2000".to_owned()),
+            ("SKEIN_LOG_COMPRESSION_TYPE".to_owned(), "lz4".to_owned()),
+        ];
         apply(&mut config, Some(&path), env.into_iter()).unwrap();
+        assert_eq!(
+            config.default_compression.codec(),
+            Some(skein_log::batch::Compression::Lz4)
+        );
         assert_eq!(config.default_partitions, 3);
         assert_eq!(
             config.log.retention_ms, 2000,

@@ -47,6 +47,21 @@ pub(crate) struct ControlPlaneArgs {
     /// Seconds the controller lease lasts without renewal (a standby takes over after it)
     #[arg(long, default_value_t = 10)]
     lease_ttl_secs: u64,
+    /// Milliseconds a broker stays live without a heartbeat (Kafka's
+    /// `broker.session.timeout.ms`, whose default is 9000): after it, the broker leaves
+    /// every ISR and its partitions get new leaders. This is what governs failover time.
+    #[arg(long, env = "SKEIN_BROKER_SESSION_MS", default_value_t = 6000)]
+    broker_session_ms: u64,
+    /// Whether leadership moves back to each partition's preferred replica on its own once
+    /// that replica is in sync again (Kafka's `auto.leader.rebalance.enable`); without it,
+    /// only ElectLeaders moves it
+    #[arg(
+        long,
+        env = "SKEIN_AUTO_LEADER_REBALANCE_ENABLE",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    auto_leader_rebalance_enable: bool,
     /// A static token accepted as an admin credential, for the first login
     #[arg(long, env = "SKEIN_BOOTSTRAP_TOKEN", hide_env_values = true)]
     bootstrap_token: Option<String>,
@@ -154,7 +169,8 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
     });
     let mut config = ControllerConfig::new(replica_id);
     config.lease_ttl = Duration::from_secs(args.lease_ttl_secs.max(1));
-    config.broker_session = config.lease_ttl;
+    config.broker_session = Duration::from_millis(args.broker_session_ms.max(100));
+    config.auto_leader_rebalance = args.auto_leader_rebalance_enable;
     let leadership = Arc::new(Leadership::default());
     let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
     let elector = skein_control_plane::election::spawn(

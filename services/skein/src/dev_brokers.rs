@@ -14,8 +14,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-/// How long a broker that exited stays down before it is started again.
-const RESTART_AFTER: Duration = Duration::from_secs(5);
+/// How long a broker that exited stays down before it is started again: longer than the
+/// broker session (6 s), so its partitions fail over to the other replicas first, as they
+/// would for a lost machine. Back sooner, the broker would simply lead them again in the
+/// same epoch from its own log, and nothing would have failed over to watch.
+const RESTART_AFTER: Duration = Duration::from_secs(8);
 
 /// What the child brokers need to know.
 pub(crate) struct ChildBrokers {

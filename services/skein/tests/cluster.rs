@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::cluster;
 use common::processes::*;
 
 /// One HTTP/1.1 request with the bootstrap token; returns the status and the body.
@@ -234,6 +235,23 @@ fn each_tenant_sees_only_its_own_topic_of_the_same_name() {
     cp.stop();
 }
 
+/// Which of two control-plane replicas is active: it accepts topic changes (a topic named
+/// `probe-<index>` is created), the standby answers 503.
+fn active_replica(replicas: &[(Process, String, String); 2]) -> usize {
+    let probe = |admin: &str, name: &str| {
+        let body = format!(r#"{{"topic_name":"{name}","partitions_count":1}}"#);
+        http(admin, "POST", "/v1/tenants/acme/topics", &body).0
+    };
+    let answers = [
+        probe(&replicas[0].1, "probe-0"),
+        probe(&replicas[1].1, "probe-1"),
+    ];
+    let mut answers_sorted = answers;
+    answers_sorted.sort_unstable();
+    assert_eq!(answers_sorted, [201, 503], "{answers:?}");
+    usize::from(answers[0] != 201)
+}
+
 #[test]
 fn the_broker_rides_through_a_controller_failover() {
     let python = python();
@@ -250,19 +268,7 @@ fn the_broker_rides_through_a_controller_failover() {
     let (b, bootstrap) = broker(&both, data.path());
     client(&python, &bootstrap, &["create-topic", "before"]);
 
-    // The active replica accepts topic changes; the standby answers 503.
-    let probe = |admin: &str, name: &str| {
-        let body = format!(r#"{{"topic_name":"{name}","partitions_count":1}}"#);
-        http(admin, "POST", "/v1/tenants/acme/topics", &body).0
-    };
-    let answers = [
-        probe(&replicas[0].1, "probe-0"),
-        probe(&replicas[1].1, "probe-1"),
-    ];
-    let mut answers_sorted = answers;
-    answers_sorted.sort_unstable();
-    assert_eq!(answers_sorted, [201, 503], "{answers:?}");
-    let active = usize::from(answers[0] != 201);
+    let active = active_replica(&replicas);
     let [first, second] = replicas;
     let (dead, alive) = if active == 0 {
         (first, second)
@@ -279,6 +285,92 @@ fn the_broker_rides_through_a_controller_failover() {
     let (status, body) = http(&alive.1, "GET", "/v1/tenants/acme/topics/after", "");
     assert_eq!(status, 200, "{body}");
     b.stop();
+    alive.0.stop();
+}
+
+/// The active control-plane replica dies with SIGKILL, then partition 0's leader does too:
+/// the standby takes the lease and elects a new leader from the ISR, and `acks=all` writes
+/// go on with every earlier record still there.
+#[test]
+fn elections_go_on_after_the_active_controller_dies() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("elections").unwrap();
+    let replicas = [control_plane(&url), control_plane(&url)];
+    assert_eq!(
+        http(&replicas[0].1, "POST", "/v1/tenants", r#"{"name":"acme"}"#).0,
+        201
+    );
+    let both = format!("{},{}", replicas[0].2, replicas[1].2);
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut brokers: Vec<Option<(Process, String)>> = (1..=3)
+        .map(|node| {
+            Some(tenant_broker(
+                &both,
+                dirs[node - 1].path(),
+                "acme",
+                node as i32,
+            ))
+        })
+        .collect();
+    let all = cluster::addresses(&brokers);
+    cluster::create_topic(&python, &all, "elect", 1, 3, &["min.insync.replicas=2"]);
+    let round_trip = |bootstrap: &str, base: &str| -> serde_json::Value {
+        let out = script(
+            &python,
+            "cluster_placement.py",
+            bootstrap,
+            &["round-trip", "elect", "1", "200", base],
+        );
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    let before = round_trip(&all, "0");
+    assert_eq!(
+        (before["acked"].as_u64(), before["read"].as_u64()),
+        (Some(200), Some(200)),
+        "{before}"
+    );
+    let (old_leader, _) =
+        wait_for(|| cluster::leader_of(&python, &all, "elect", 0).filter(|(_, isr)| *isr == 3));
+
+    let active = active_replica(&replicas);
+    let [first, second] = replicas;
+    let (dead, alive) = if active == 0 {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    dead.0.kill();
+    brokers[old_leader - 1].take().unwrap().0.kill();
+
+    let left = cluster::addresses(&brokers);
+    let started = std::time::Instant::now();
+    let (new_leader, isr) = wait_for(|| {
+        cluster::leader_of(&python, &left, "elect", 0)
+            .filter(|(leader, _)| *leader != old_leader && *leader > 0)
+    });
+    println!(
+        "partition 0 led by broker {new_leader} (ISR of {isr}) {:?} after both kills",
+        started.elapsed()
+    );
+    let after = round_trip(&left, "200");
+    assert_eq!(
+        (after["acked"].as_u64(), after["read"].as_u64()),
+        (Some(200), Some(200)),
+        "{after}"
+    );
+    let read: Vec<u64> = cluster::values(&python, &left, "elect", 0)
+        .iter()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(
+        read,
+        (0..400).collect::<Vec<u64>>(),
+        "every record once, in order"
+    );
+    for (process, _) in brokers.into_iter().flatten() {
+        process.stop();
+    }
     alive.0.stop();
 }
 
@@ -372,6 +464,7 @@ fn the_controller_process_refuses_callers_outside_their_credential() {
         partitions: 1,
         replication_factor: 1,
         configs: Default::default(),
+        assignments: Vec::new(),
     };
     let code = |replicas: &ControllerReplicas, tenant: &str| {
         let request = create(tenant);

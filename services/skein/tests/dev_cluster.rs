@@ -38,7 +38,8 @@ fn pid_of(dir: &std::path::Path) -> Option<String> {
 fn skein_dev_runs_a_three_broker_cluster_that_rides_through_a_killed_broker() {
     let python = python();
     let data = tempfile::tempdir().unwrap();
-    let mut dev = Dev::start_with(data.path(), None, &["--brokers", "3"]);
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut dev = Dev::start_with(data.path(), Some(log.path()), &["--brokers", "3"]);
     assert!(
         dev.printed.contains("cluster: 3 brokers"),
         "{}",

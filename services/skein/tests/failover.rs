@@ -15,6 +15,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::cluster;
 use common::processes::*;
 
 const PARTITIONS: usize = 6;
@@ -76,24 +77,8 @@ fn no_acknowledged_record_is_lost_or_duplicated_while_leaders_are_killed() {
     let mut brokers: Vec<Option<(Process, String)>> = (1..=3)
         .map(|node| Some(broker(&controller, dirs[node - 1].path(), node as i32)))
         .collect();
-    let addresses = |brokers: &[Option<(Process, String)>]| -> String {
-        brokers
-            .iter()
-            .flatten()
-            .map(|(_, b)| b.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let all = addresses(&brokers);
-    wait_for(|| {
-        let out = script(
-            &python,
-            "cluster_placement.py",
-            &all,
-            &["create", "durable", "6", "3", "min.insync.replicas=2"],
-        );
-        out.contains(r#""error": "ok""#).then_some(())
-    });
+    let all = cluster::addresses(&brokers);
+    cluster::create_topic(&python, &all, "durable", 6, 3, &["min.insync.replicas=2"]);
 
     let work = tempfile::tempdir().unwrap();
     let acked = work.path().join("acked");
@@ -117,7 +102,7 @@ fn no_acknowledged_record_is_lost_or_duplicated_while_leaders_are_killed() {
     for kill in 0..kills {
         // Everyone back in every ISR before the next leader dies.
         let full = wait_for(|| {
-            let current = leaders(&python, &addresses(&brokers))?;
+            let current = leaders(&python, &cluster::addresses(&brokers))?;
             current
                 .iter()
                 .all(|(leader, isr)| *leader > 0 && *isr == 3)
@@ -130,7 +115,7 @@ fn no_acknowledged_record_is_lost_or_duplicated_while_leaders_are_killed() {
         process.kill();
         // A new leader for every partition the victim led.
         wait_for(|| {
-            let current = leaders(&python, &addresses(&brokers))?;
+            let current = leaders(&python, &cluster::addresses(&brokers))?;
             current
                 .iter()
                 .all(|(leader, _)| *leader > 0 && *leader as usize != victim)
@@ -161,7 +146,7 @@ fn no_acknowledged_record_is_lost_or_duplicated_while_leaders_are_killed() {
     let checked = script(
         &python,
         "durable.py",
-        &addresses(&brokers),
+        &cluster::addresses(&brokers),
         &["verify", "durable", "6", acked.to_str().unwrap()],
     );
     let checked: serde_json::Value = serde_json::from_str(checked.trim()).unwrap();

@@ -11,6 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::cluster;
 use common::kafka::{name, RawKafka};
 use common::processes::*;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -18,6 +19,10 @@ use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use skein_records::{build_batch, Compression, NewRecord, ProducerFields};
 
 fn produce(raw: &mut RawKafka, label: &str, count: usize) -> i16 {
+    produce_as(raw, label, count, ProducerFields::NONE)
+}
+
+fn produce_as(raw: &mut RawKafka, label: &str, count: usize, producer: ProducerFields) -> i16 {
     let records: Vec<NewRecord> = (0..count)
         .map(|i| NewRecord {
             key: None,
@@ -26,7 +31,7 @@ fn produce(raw: &mut RawKafka, label: &str, count: usize) -> i16 {
             timestamp: 1_700_000_000_000,
         })
         .collect();
-    let batch = build_batch(&records, Compression::None, ProducerFields::NONE).unwrap();
+    let batch = build_batch(&records, Compression::None, producer).unwrap();
     let request = ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(10_000)
@@ -39,36 +44,13 @@ fn produce(raw: &mut RawKafka, label: &str, count: usize) -> i16 {
     response.responses[0].partition_responses[0].error_code
 }
 
-/// Partition 0's (leader, ISR size) as `bootstrap` answers.
+/// Partition 0's (leader, ISR size) as `bootstrap` answers; leader 0 while it has none.
 fn leader(python: &str, bootstrap: &str) -> (usize, usize) {
-    let out = script(
-        python,
-        "cluster_placement.py",
-        bootstrap,
-        &["describe", "quorum"],
-    );
-    let described: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    let partition = &described["partitions"]["0"];
-    (
-        usize::try_from(partition["leader"].as_i64().unwrap()).unwrap_or(0),
-        partition["isr"].as_array().unwrap().len(),
-    )
+    cluster::leader_of(python, bootstrap, "quorum", 0).unwrap()
 }
 
 fn values(python: &str, bootstrap: &str) -> Vec<String> {
-    let out = script(
-        python,
-        "cluster_placement.py",
-        bootstrap,
-        &["values", "quorum", "0"],
-    );
-    let read: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    read["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_owned())
-        .collect()
+    cluster::values(python, bootstrap, "quorum", 0)
 }
 
 #[test]
@@ -95,15 +77,7 @@ fn with_two_of_three_brokers_gone_writes_are_refused_and_reads_go_on() {
         .map(|(_, b)| b.clone())
         .collect::<Vec<_>>()
         .join(",");
-    wait_for(|| {
-        let out = script(
-            &python,
-            "cluster_placement.py",
-            &all,
-            &["create", "quorum", "1", "3", "min.insync.replicas=2"],
-        );
-        out.contains(r#""error": "ok""#).then_some(())
-    });
+    cluster::create_topic(&python, &all, "quorum", 1, 3, &["min.insync.replicas=2"]);
     let (first_leader, _) = leader(&python, &all);
     let address = |brokers: &[Option<(Process, String)>], node: usize| {
         brokers[node - 1].as_ref().unwrap().1.clone()
@@ -144,12 +118,21 @@ fn with_two_of_three_brokers_gone_writes_are_refused_and_reads_go_on() {
         assert!(Instant::now() < deadline, "nobody rejoined the ISR");
         std::thread::sleep(Duration::from_millis(200));
     }
-    // Leadership may move back to the preferred replica meanwhile: follow it.
+    // Leadership may move back to the preferred replica meanwhile: follow it. A write
+    // answered NOT_LEADER_OR_FOLLOWER may still have been appended (as in Kafka), so the
+    // retries come from an idempotent producer: the new leader knows its sequence numbers
+    // and stores the batch once.
+    let (producer_id, producer_epoch) = raw.init_producer_id();
+    let producer = ProducerFields {
+        producer_id,
+        producer_epoch,
+        base_sequence: 0,
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     let now = loop {
         let (now, _) = leader(&python, &at_survivor);
         let mut raw = RawKafka::connect(&address(&brokers, now));
-        match produce(&mut raw, "after", 5) {
+        match produce_as(&mut raw, "after", 5, producer) {
             0 => break now,
             // NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS: the metadata is moving.
             6 | 19 if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),

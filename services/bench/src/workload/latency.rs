@@ -14,7 +14,7 @@ use rdkafka::util::Timeout;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::produce::{send_blocking, CountingContext};
-use super::{client_config, create_topic, payload};
+use super::{client_config, create_replicated_topic, payload};
 
 /// One latency run.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +24,9 @@ pub struct LatencySpec {
     pub duration: Duration,
     pub warmup: Duration,
     pub record_bytes: usize,
+    /// The producer's `acks` (1 or -1), and the topic's replicas per partition.
+    pub acks: i16,
+    pub replication: i32,
 }
 
 /// Send-to-receive latency percentiles.
@@ -37,11 +40,11 @@ pub struct Latency {
     pub max: Duration,
 }
 
-/// Produces to a new one-partition `topic` at `spec.rate` (acks=1, linger.ms=0) while a
-/// consumer reads it; latency is receive time minus intended send time.
+/// Produces to a new one-partition `topic` at `spec.rate` (linger.ms=0) while a consumer
+/// reads it; latency is receive time minus intended send time.
 pub fn latency(bootstrap: &str, topic: &str, spec: &LatencySpec) -> anyhow::Result<Latency> {
     anyhow::ensure!(spec.record_bytes >= 16, "records carry 16 bytes of timing");
-    create_topic(bootstrap, topic, 1)?;
+    create_replicated_topic(bootstrap, topic, 1, spec.replication)?;
     let warmup_records = spec.rate * spec.warmup.as_millis() as u64 / 1000;
     let total = warmup_records + spec.rate * spec.duration.as_millis() as u64 / 1000;
     let period = Duration::from_nanos(1_000_000_000 / spec.rate.max(1));
@@ -92,7 +95,7 @@ pub fn latency(bootstrap: &str, topic: &str, spec: &LatencySpec) -> anyhow::Resu
 
     let context = CountingContext::default();
     let producer: ThreadedProducer<CountingContext> = client_config(bootstrap)
-        .set("acks", "1")
+        .set("acks", spec.acks.to_string())
         .set("enable.idempotence", "false")
         .set("linger.ms", "0")
         .create_with_context(context)?;

@@ -76,9 +76,24 @@ pub(crate) fn client_config(bootstrap: &str) -> ClientConfig {
 
 /// Creates `topic` with `partitions` partitions and waits until a client sees all of them.
 pub(crate) fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Result<()> {
+    create_replicated_topic(bootstrap, topic, partitions, 1)
+}
+
+/// Creates `topic` with `replication` replicas per partition (with more than one,
+/// `min.insync.replicas=2`, the durable setting acks=all is used with) and waits until
+/// metadata shows every partition.
+pub(crate) fn create_replicated_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = client_config(bootstrap).create()?;
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+    if replication > 1 {
+        new = new.set("min.insync.replicas", "2");
+    }
     let results = futures::executor::block_on(admin.create_topics([&new], &options))?;
     for result in results {
         result.map_err(|(name, code)| anyhow::anyhow!("creating topic {name}: {code}"))?;

@@ -11,7 +11,7 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::util::Timeout;
 use rdkafka::ClientContext;
 
-use super::{client_config, create_topic, payload, record_size, Throughput};
+use super::{client_config, create_replicated_topic, payload, record_size, Throughput};
 
 /// One produce run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,8 @@ pub struct ProduceSpec {
     pub record_bytes: usize,
     pub partitions: i32,
     pub records: u64,
+    /// Replicas per partition of the topic it writes.
+    pub replication: i32,
 }
 
 impl ProduceSpec {
@@ -35,6 +37,7 @@ impl ProduceSpec {
                         record_bytes,
                         partitions,
                         records: (bytes / record_bytes as u64).max(1),
+                        replication: 1,
                     });
                 }
             }
@@ -74,7 +77,11 @@ impl fmt::Display for ProduceSpec {
             "acks={acks} {} x{}p",
             record_size(self.record_bytes),
             self.partitions
-        )
+        )?;
+        if self.replication > 1 {
+            write!(f, " RF={}", self.replication)?;
+        }
+        Ok(())
     }
 }
 
@@ -129,7 +136,7 @@ pub(crate) fn send_blocking(
 /// Produces `spec.records` unkeyed records of `spec.record_bytes` to a new `topic`; the time
 /// runs from the first send to the last delivery report.
 pub fn produce(bootstrap: &str, topic: &str, spec: &ProduceSpec) -> anyhow::Result<Throughput> {
-    create_topic(bootstrap, topic, spec.partitions)?;
+    create_replicated_topic(bootstrap, topic, spec.partitions, spec.replication)?;
     let context = CountingContext::default();
     let deliveries = Arc::clone(&context.0);
     let producer: ThreadedProducer<CountingContext> = client_config(bootstrap)

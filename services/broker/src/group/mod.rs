@@ -4,4 +4,4 @@ mod coordinator;
 mod offsets;
 
 pub(crate) use coordinator::{Coordinator, GroupState, JoinRequest};
-pub(crate) use offsets::{Committed, OffsetStore};
+pub(crate) use offsets::{Committed, OffsetStore, OffsetStoreError, TOPIC as OFFSETS_TOPIC};

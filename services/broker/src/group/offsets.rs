@@ -7,14 +7,29 @@
 //!         | commit_timestamp: i64                        (null value: offset deleted)
 //! ```
 //! where `string` is an i16 length and UTF-8 bytes.
+//!
+//! A broker on its own keeps the topic in a local log. In a cluster it is a replicated
+//! topic like any other (partition 0, made by the controller), and the broker leading that
+//! partition coordinates the tenant's groups: it loads the offsets from the log when it
+//! takes the lead ([`OffsetStore::take_up`]), writes each commit with `acks=all` and answers
+//! only once every in-sync replica has it, so a commit acknowledged survives the loss of its
+//! coordinator. **Invariant:** what is in memory was read from, or replicated into, the log
+//! of the leader epoch it was loaded in; a commit is visible only after it is replicated.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
+use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
 use skein_log::batch::{build_batch, Compression, DecodedRecords, NewRecord, ProducerFields};
-use skein_log::{CleanupPolicy, LogConfig, LogManager, SharedLog, TopicPartition};
+use skein_log::{CleanupPolicy, Log, LogConfig, LogError, LogManager, SharedLog, TopicPartition};
+
+use crate::replica::{PartitionError, ReplicaManager, Replicated};
 
 pub(crate) const TOPIC: &str = "__consumer_offsets";
+
+/// How long a commit waits for the in-sync replicas (Kafka's `offsets.commit.timeout.ms`).
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One committed offset.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,16 +41,65 @@ pub(crate) struct Committed {
 
 type Key = (String, String, i32);
 
+/// Why committed offsets could not be read or stored here.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OffsetStoreError {
+    /// Another broker leads the offsets partition.
+    #[error("this broker does not coordinate the tenant's groups")]
+    NotCoordinator,
+    /// The offsets partition has no leader yet, too few in-sync replicas, or did not
+    /// replicate a commit in time.
+    #[error("the offsets topic is not available: {0}")]
+    NotAvailable(String),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("encoding the offsets batch: {0}")]
+    Batch(#[from] skein_log::batch::BatchError),
+}
+
+impl OffsetStoreError {
+    /// The group API's error for it, as Kafka's coordinator answers.
+    pub(crate) fn code(&self) -> ResponseError {
+        match self {
+            Self::NotCoordinator => ResponseError::NotCoordinator,
+            Self::NotAvailable(_) => ResponseError::CoordinatorNotAvailable,
+            Self::Log(_) | Self::Batch(_) => ResponseError::UnknownServerError,
+        }
+    }
+
+    fn of_partition(e: PartitionError) -> Self {
+        match e {
+            PartitionError::NotLeader { .. } | PartitionError::FencedLeaderEpoch { .. } => {
+                Self::NotCoordinator
+            }
+            PartitionError::Log(e) => Self::Log(e),
+            e => Self::NotAvailable(e.to_string()),
+        }
+    }
+}
+
+/// The offsets as loaded from the log.
+#[derive(Debug, Default)]
+struct State {
+    /// The offsets partition's leader epoch the state was loaded in (0 for a local log);
+    /// `None` until this broker leads it.
+    loaded_in: Option<i32>,
+    /// Each committed offset with the log offset of its record: of two commits replicated
+    /// out of order, the later record wins, as it does in the log.
+    offsets: BTreeMap<Key, (Committed, i64)>,
+    /// When each group last committed, in milliseconds (the records' timestamps on replay).
+    last_commit: HashMap<String, i64>,
+}
+
 #[derive(Debug)]
 pub(crate) struct OffsetStore {
-    /// When each group last committed, in milliseconds (the records' timestamps on replay).
-    last_commit: RwLock<HashMap<String, i64>>,
-    log: SharedLog,
-    offsets: RwLock<BTreeMap<Key, Committed>>,
+    /// A broker on its own: the local log. `None` in a cluster.
+    local: Option<SharedLog>,
+    state: RwLock<State>,
 }
 
 impl OffsetStore {
-    /// Opens `__consumer_offsets` and replays it.
+    /// A broker on its own: opens the local `__consumer_offsets` and replays it.
     pub(crate) fn open(logs: &LogManager) -> anyhow::Result<Self> {
         let config = LogConfig {
             cleanup_policy: CleanupPolicy::Compact,
@@ -44,155 +108,243 @@ impl OffsetStore {
         };
         let log = logs.get_or_create(&TopicPartition::new(TOPIC, 0), Some(config.clone()))?;
         log.write().set_config(config)?;
-        let mut offsets = BTreeMap::new();
-        let mut last_commit: HashMap<String, i64> = HashMap::new();
-        {
-            let log = log.read();
-            let mut position = log.log_start_offset();
-            while position < log.log_end_offset() {
-                let slice = log.read(position, 1 << 20, None)?;
-                if slice.is_empty() {
-                    break;
-                }
-                let bytes = slice.to_verified_bytes()?;
-                let mut rest = &bytes[..];
-                while !rest.is_empty() {
-                    let decoded = DecodedRecords::decode(rest, skein_log::batch::MAX_DECOMPRESSED)?;
-                    for record in decoded.iter() {
-                        let record = record?;
-                        let Some(key) = record.key.and_then(decode_key) else {
-                            continue;
-                        };
-                        match record.value.and_then(decode_value) {
-                            Some(value) => {
-                                let at = decoded.timestamp_of(&record);
-                                let last = last_commit.entry(key.0.clone()).or_insert(at);
-                                *last = (*last).max(at);
-                                offsets.insert(key, value);
-                            }
-                            None => {
-                                offsets.remove(&key);
-                            }
-                        }
-                    }
-                    rest = &rest[decoded.header.size()..];
-                }
-                position = slice.last_offset + 1;
-            }
-        }
+        let mut state = replay(&log.read())?;
+        state.loaded_in = Some(0);
         Ok(Self {
-            last_commit: RwLock::new(last_commit),
-            log,
-            offsets: RwLock::new(offsets),
+            local: Some(log),
+            state: RwLock::new(state),
         })
     }
 
+    /// A cluster's broker: nothing is loaded until it leads the offsets partition.
+    pub(crate) fn replicated() -> Self {
+        Self {
+            local: None,
+            state: RwLock::new(State::default()),
+        }
+    }
+
+    /// Makes sure this broker may answer for the tenant's groups: on its own always; in a
+    /// cluster while it leads the offsets partition, loading the offsets from its log the
+    /// first time in each leader epoch. Answers whether it loaded them now (the groups'
+    /// memberships from an earlier term are stale then).
+    pub(crate) fn take_up(&self, replicas: &ReplicaManager) -> Result<bool, OffsetStoreError> {
+        if self.local.is_some() {
+            return Ok(false);
+        }
+        let partition = replicas
+            .leader_of_any(TOPIC, 0, -1)
+            .map_err(OffsetStoreError::of_partition)?;
+        let epoch = partition.leader_epoch();
+        if self.state.read().loaded_in == Some(epoch) {
+            return Ok(false);
+        }
+        let mut state = self.state.write();
+        if state.loaded_in == Some(epoch) {
+            return Ok(false);
+        }
+        let mut loaded = partition.with_log(replay)?;
+        loaded.loaded_in = Some(epoch);
+        tracing::info!(
+            epoch,
+            offsets = loaded.offsets.len(),
+            "coordinating the tenant's groups"
+        );
+        *state = loaded;
+        Ok(true)
+    }
+
     /// Stores commits durably in the log, then in memory.
-    pub(crate) fn commit(
+    pub(crate) async fn commit(
         &self,
+        replicas: &ReplicaManager,
         group: &str,
         commits: &[(String, i32, Committed)],
         now_ms: i64,
-    ) -> anyhow::Result<()> {
-        self.write(
-            group,
-            commits
-                .iter()
-                .map(|(t, p, c)| (t.as_str(), *p, Some(encode_value(c, now_ms)))),
-            now_ms,
-        )?;
-        let mut offsets = self.offsets.write();
-        for (topic, partition, c) in commits {
-            offsets.insert((group.to_owned(), topic.clone(), *partition), c.clone());
+    ) -> Result<(), OffsetStoreError> {
+        let entries = commits
+            .iter()
+            .map(|(t, p, c)| ((t.clone(), *p), Some(encode_value(c, now_ms))));
+        let Some((epoch, base)) = self.write(replicas, group, entries, now_ms).await? else {
+            return Ok(());
+        };
+        let mut state = self.state.write();
+        if state.loaded_in != Some(epoch) {
+            return Err(OffsetStoreError::NotCoordinator);
         }
-        self.last_commit.write().insert(group.to_owned(), now_ms);
+        for (i, (topic, partition, c)) in commits.iter().enumerate() {
+            let at = base + i as i64;
+            let key = (group.to_owned(), topic.clone(), *partition);
+            if state.offsets.get(&key).is_none_or(|(_, old)| *old < at) {
+                state.offsets.insert(key, (c.clone(), at));
+            }
+        }
+        state.last_commit.insert(group.to_owned(), now_ms);
         Ok(())
     }
 
     /// Groups whose last commit is older than `retention_ms` before `now_ms`.
     pub(crate) fn committed_before(&self, now_ms: i64, retention_ms: i64) -> Vec<String> {
         let groups = self.groups();
-        let last = self.last_commit.read();
+        let state = self.state.read();
         groups
             .into_iter()
             .filter(|g| {
-                last.get(g)
+                state
+                    .last_commit
+                    .get(g)
                     .is_none_or(|at| at.saturating_add(retention_ms) <= now_ms)
             })
             .collect()
     }
 
     /// Deletes committed offsets: tombstones in the log, then out of memory.
-    pub(crate) fn delete(
+    pub(crate) async fn delete(
         &self,
+        replicas: &ReplicaManager,
         group: &str,
         keys: &[(String, i32)],
         now_ms: i64,
-    ) -> anyhow::Result<()> {
-        self.write(
-            group,
-            keys.iter().map(|(t, p)| (t.as_str(), *p, None)),
-            now_ms,
-        )?;
-        let mut offsets = self.offsets.write();
-        for (topic, partition) in keys {
-            offsets.remove(&(group.to_owned(), topic.clone(), *partition));
+    ) -> Result<(), OffsetStoreError> {
+        let entries = keys.iter().map(|(t, p)| ((t.clone(), *p), None));
+        let Some((epoch, base)) = self.write(replicas, group, entries, now_ms).await? else {
+            return Ok(());
+        };
+        let mut state = self.state.write();
+        if state.loaded_in != Some(epoch) {
+            return Err(OffsetStoreError::NotCoordinator);
+        }
+        for (i, (topic, partition)) in keys.iter().enumerate() {
+            let key = (group.to_owned(), topic.clone(), *partition);
+            if state
+                .offsets
+                .get(&key)
+                .is_some_and(|(_, old)| *old < base + i as i64)
+            {
+                state.offsets.remove(&key);
+            }
         }
         Ok(())
     }
 
-    /// Appends one record per (topic, partition, value) to `__consumer_offsets`; a `None`
-    /// value is a tombstone.
-    fn write<'a>(
+    /// Appends one record per ((topic, partition), value) to `__consumer_offsets` (a `None`
+    /// value is a tombstone) and, in a cluster, waits until the in-sync replicas have it.
+    /// Answers the leader epoch it was written in and the offset of its first record, or
+    /// `None` for nothing to write.
+    async fn write(
         &self,
+        replicas: &ReplicaManager,
         group: &str,
-        entries: impl Iterator<Item = (&'a str, i32, Option<Vec<u8>>)>,
+        entries: impl Iterator<Item = ((String, i32), Option<Vec<u8>>)>,
         now_ms: i64,
-    ) -> anyhow::Result<()> {
+    ) -> Result<Option<(i32, i64)>, OffsetStoreError> {
         let records: Vec<NewRecord> = entries
-            .map(|(topic, partition, value)| NewRecord {
-                key: Some(encode_key(group, topic, partition)),
+            .map(|((topic, partition), value)| NewRecord {
+                key: Some(encode_key(group, &topic, partition)),
                 value,
                 headers: Vec::new(),
                 timestamp: now_ms,
             })
             .collect();
         if records.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let mut batch = build_batch(&records, Compression::None, ProducerFields::NONE)?;
-        self.log.write().append(&mut batch, 0)?;
-        Ok(())
+        if let Some(log) = &self.local {
+            let info = log.write().append(&mut batch, 0)?;
+            return Ok(Some((0, info.first_offset as i64)));
+        }
+        let Some(epoch) = self.state.read().loaded_in else {
+            return Err(OffsetStoreError::NotCoordinator);
+        };
+        let partition = replicas
+            .leader_of_any(TOPIC, 0, epoch)
+            .map_err(OffsetStoreError::of_partition)?;
+        let appended = partition
+            .append(&batch, -1)
+            .map_err(OffsetStoreError::of_partition)?;
+        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
+        match partition.replicated(appended.end_offset, deadline).await {
+            Replicated::Done if partition.in_sync() < partition.min_insync_replicas() => Err(
+                OffsetStoreError::NotAvailable("too few in-sync replicas after the write".into()),
+            ),
+            Replicated::Done => Ok(Some((epoch, appended.base_offset))),
+            Replicated::TimedOut => Err(OffsetStoreError::NotAvailable(
+                "the in-sync replicas did not confirm the write in time".into(),
+            )),
+            Replicated::NotLeader { .. } => Err(OffsetStoreError::NotCoordinator),
+        }
     }
 
     pub(crate) fn get(&self, group: &str, topic: &str, partition: i32) -> Option<Committed> {
-        self.offsets
+        self.state
             .read()
+            .offsets
             .get(&(group.to_owned(), topic.to_owned(), partition))
-            .cloned()
+            .map(|(c, _)| c.clone())
     }
 
     /// Every committed offset of a group: (topic, partition, committed).
     pub(crate) fn all(&self, group: &str) -> Vec<(String, i32, Committed)> {
-        self.offsets
+        self.state
             .read()
+            .offsets
             .iter()
             .filter(|((g, _, _), _)| g == group)
-            .map(|((_, t, p), c)| (t.clone(), *p, c.clone()))
+            .map(|((_, t, p), (c, _))| (t.clone(), *p, c.clone()))
             .collect()
     }
 
     /// Groups that have committed offsets.
     pub(crate) fn groups(&self) -> Vec<String> {
         let mut groups: Vec<String> = self
-            .offsets
+            .state
             .read()
+            .offsets
             .keys()
             .map(|(g, _, _)| g.clone())
             .collect();
         groups.dedup();
         groups
     }
+}
+
+/// Reads every record of an offsets log into the state it describes.
+fn replay(log: &Log) -> Result<State, OffsetStoreError> {
+    let mut state = State::default();
+    let mut position = log.log_start_offset();
+    while position < log.log_end_offset() {
+        let slice = log.read(position, 1 << 20, None)?;
+        if slice.is_empty() {
+            break;
+        }
+        let bytes = slice.to_verified_bytes()?;
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let decoded = DecodedRecords::decode(rest, skein_log::batch::MAX_DECOMPRESSED)?;
+            for record in decoded.iter() {
+                let record = record?;
+                let at = decoded.header.base_offset + i64::from(record.offset_delta);
+                let Some(key) = record.key.and_then(decode_key) else {
+                    continue;
+                };
+                match record.value.and_then(decode_value) {
+                    Some(value) => {
+                        let when = decoded.timestamp_of(&record);
+                        let last = state.last_commit.entry(key.0.clone()).or_insert(when);
+                        *last = (*last).max(when);
+                        state.offsets.insert(key, (value, at));
+                    }
+                    None => {
+                        state.offsets.remove(&key);
+                    }
+                }
+            }
+            rest = &rest[decoded.header.size()..];
+        }
+        position = slice.last_offset + 1;
+    }
+    Ok(state)
 }
 
 fn put_string(out: &mut Vec<u8>, s: &str) {

@@ -21,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::partition_error_code;
-use crate::controller_link::Reason;
+use crate::controller_link::{Reason, TopicShape};
 use crate::topics::TopicError;
 use crate::Broker;
 
@@ -43,6 +43,7 @@ fn topic_error(err: &TopicError) -> (i16, Option<StrBytes>) {
             (Reason::InvalidName, _) => ResponseError::InvalidTopicException,
             (Reason::InvalidPartitions, _) => ResponseError::InvalidPartitions,
             (Reason::InvalidReplicationFactor, _) => ResponseError::InvalidReplicationFactor,
+            (Reason::InvalidReplicaAssignment, _) => ResponseError::InvalidReplicaAssignment,
             (Reason::InvalidConfig, _) => ResponseError::InvalidConfig,
             // The tenant's partitions quota.
             (Reason::QuotaExceeded, _) => ResponseError::PolicyViolation,
@@ -111,12 +112,37 @@ async fn create_topic(
             ),
         );
     }
-    if !topic.assignments.is_empty() {
-        return refuse(
-            ResponseError::InvalidRequest,
-            "manual replica assignments are not supported".to_owned(),
-        );
+    let shape = if topic.assignments.is_empty() {
+        TopicShape::Placed {
+            partitions,
+            replication_factor: match topic.replication_factor {
+                -1 => broker.default_replication_factor(),
+                n => i32::from(n),
+            },
+        }
+    } else {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return refuse(
+                ResponseError::InvalidRequest,
+                "replica assignments were given with a partition count or replication factor; \
+                 set those to -1"
+                    .to_owned(),
+            );
+        }
+        match assigned_by_index(&topic.assignments) {
+            Ok(assigned) => TopicShape::Assigned(assigned),
+            Err(message) => return refuse(ResponseError::InvalidReplicaAssignment, message),
+        }
+    };
+    if let TopicShape::Assigned(assigned) = &shape {
+        if let Err(message) = only_here(broker, assigned) {
+            return refuse(ResponseError::InvalidReplicaAssignment, message);
+        }
     }
+    let partitions = match &shape {
+        TopicShape::Placed { partitions, .. } => *partitions,
+        TopicShape::Assigned(assigned) => i32::try_from(assigned.len()).unwrap_or(i32::MAX),
+    };
     let overrides: std::collections::BTreeMap<String, String> = topic
         .configs
         .iter()
@@ -135,19 +161,17 @@ async fn create_topic(
             return refuse(ResponseError::PolicyViolation, message);
         }
     }
-    let replication_factor = match topic.replication_factor {
-        -1 => broker.default_replication_factor(),
-        n => i32::from(n),
+    let replication_factor = match &shape {
+        TopicShape::Placed {
+            replication_factor, ..
+        } => *replication_factor,
+        TopicShape::Assigned(assigned) => assigned
+            .first()
+            .map_or(0, |r| i32::try_from(r.len()).unwrap_or(i32::MAX)),
     };
     match broker
         .topics
-        .create_checked(
-            &name,
-            partitions,
-            replication_factor,
-            overrides,
-            validate_only,
-        )
+        .create_checked(&name, &shape, overrides, validate_only)
         .await
     {
         Ok(info) => {
@@ -169,6 +193,39 @@ async fn create_topic(
             result.with_error_code(code).with_error_message(message)
         }
     }
+}
+
+/// CreateTopics assignments as replicas by partition index, which must run 0, 1, 2, ...
+fn assigned_by_index(
+    assignments: &[kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment],
+) -> Result<Vec<Vec<i32>>, String> {
+    let mut by_index: Vec<_> = assignments.iter().collect();
+    by_index.sort_by_key(|a| a.partition_index);
+    by_index
+        .iter()
+        .enumerate()
+        .map(|(expected, a)| {
+            if i64::from(a.partition_index) != expected as i64 {
+                return Err(format!(
+                    "assignments must name partitions 0 to {} once each; partition {} does not fit",
+                    assignments.len() - 1,
+                    a.partition_index
+                ));
+            }
+            Ok(a.broker_ids.iter().map(|id| id.0).collect())
+        })
+        .collect()
+}
+
+/// On a broker on its own, an assignment may only name this broker, once per partition.
+fn only_here(broker: &Broker, assigned: &[Vec<i32>]) -> Result<(), String> {
+    let node = broker.config.node_id;
+    if broker.topics.is_controlled() || assigned.iter().all(|r| r == &[node]) {
+        return Ok(());
+    }
+    Err(format!(
+        "this broker is on its own: every partition's replicas must be [{node}]"
+    ))
 }
 
 pub(crate) async fn delete_topics(
@@ -250,20 +307,32 @@ async fn create_partitions_of(
     validate_only: bool,
 ) -> CreatePartitionsTopicResult {
     let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-    let existing = broker.topics.get(topic.name.0.as_str());
-    if let (Some(assignments), Some(existing)) = (&topic.assignments, existing) {
-        // One broker: an assignment may only place each new partition on this node.
-        let node = kafka_protocol::messages::BrokerId(broker.config.node_id);
-        let current = existing.partitions;
-        let here = assignments.iter().all(|a| a.broker_ids == [node]);
-        if !here || assignments.len() as i64 != i64::from(topic.count) - i64::from(current) {
-            return result
-                .with_error_code(ResponseError::InvalidReplicaAssignment.code())
-                .with_error_message(Some(StrBytes::from_string(format!(
-                    "expected one assignment of [{}] per new partition ({} new)",
-                    node.0,
-                    i64::from(topic.count) - i64::from(current)
-                ))));
+    let refuse = |message: String| {
+        CreatePartitionsTopicResult::default()
+            .with_name(topic.name.clone())
+            .with_error_code(ResponseError::InvalidReplicaAssignment.code())
+            .with_error_message(Some(StrBytes::from_string(message)))
+    };
+    let assigned: Vec<Vec<i32>> = topic
+        .assignments
+        .iter()
+        .flatten()
+        .map(|a| a.broker_ids.iter().map(|id| id.0).collect())
+        .collect();
+    if let Err(message) = only_here(broker, &assigned) {
+        return refuse(message);
+    }
+    if let (false, Some(existing)) = (
+        assigned.is_empty(),
+        broker.topics.get(topic.name.0.as_str()),
+    ) {
+        // The controller checks this too; a broker on its own has only this check.
+        let adding = i64::from(topic.count) - i64::from(existing.partitions);
+        if adding > 0 && assigned.len() as i64 != adding {
+            return refuse(format!(
+                "growing the topic by {adding} partition(s) needs as many assignments, not {}",
+                assigned.len()
+            ));
         }
     }
     if let (true, Some(existing)) = (validate_only, broker.topics.get(topic.name.0.as_str())) {
@@ -276,7 +345,7 @@ async fn create_partitions_of(
     }
     match broker
         .topics
-        .add_partitions(topic.name.0.as_str(), topic.count, validate_only)
+        .add_partitions(topic.name.0.as_str(), topic.count, &assigned, validate_only)
         .await
     {
         Ok(_) => result,

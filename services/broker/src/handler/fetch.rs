@@ -111,8 +111,8 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let max_bytes = (request.max_bytes.max(0) as u64).min(broker.config.fetch_max_bytes);
     loop {
-        // Register for the wake-up before reading, so an append in between is not missed.
-        let appended = broker.replicas.appended();
+        // Register for the wake-up before reading, so a change in between is not missed.
+        let appended = broker.replicas.readable();
         let (partitions, bytes) = read_once(broker, &targets, max_bytes, version, follower);
         let done = bytes >= request.min_bytes.max(0) as u64 || Instant::now() >= deadline;
         if done || tokio::time::timeout_at(deadline, appended).await.is_err() {
@@ -202,10 +202,13 @@ fn read_once(
             if t.topic.is_empty() && version >= 13 {
                 return answer.with_error_code(ResponseError::UnknownTopicId.code());
             }
+            // Other brokers replicate the internal topics too; clients never see them.
+            let found = match follower {
+                Some(_) => broker.replicas.leader_of_any(&t.topic, t.partition, t.current_leader_epoch),
+                None => broker.replicas.leader(&t.topic, t.partition, t.current_leader_epoch),
+            };
             let partition =
-                match broker
-                    .replicas
-                    .leader(&t.topic, t.partition, t.current_leader_epoch)
+                match found
                 {
                     Ok(partition) => partition,
                     Err(e) => {
@@ -232,7 +235,29 @@ fn read_once(
                         let error = PartitionError::NotAReplica { replica };
                         return answer.with_error_code(partition_error_code(&error));
                     }
-                    partition.read_for_follower(replica, t.fetch_offset, limit)
+                    // A catching-up follower of a throttled replica gets what the
+                    // budget has left (one batch at least in the answer's first
+                    // partition), or, over
+                    // the rate, only the offsets until the budget refills.
+                    let throttled = partition.throttles(replica);
+                    let limit = match (throttled, broker.leader_throttle.available()) {
+                        (false, _) | (true, None) => limit,
+                        (true, Some(0)) => ReadLimit::Nothing,
+                        // The answer's own bound holds: only its first partition may
+                        // take one batch past what is left.
+                        (true, Some(left)) => match limit {
+                            ReadLimit::Nothing => ReadLimit::Nothing,
+                            ReadLimit::Within(max) => ReadLimit::Within(max.min(left)),
+                            ReadLimit::AtLeastOneBatch(max) => {
+                                ReadLimit::AtLeastOneBatch(max.min(left))
+                            }
+                        },
+                    };
+                    let fetched = partition.read_for_follower(replica, t.fetch_offset, limit);
+                    if let (true, Ok(Some(bytes))) = (throttled, &fetched.records) {
+                        broker.leader_throttle.spend(bytes.len());
+                    }
+                    fetched
                 }
                 None => partition.read(t.fetch_offset, limit),
             };

@@ -42,14 +42,66 @@ fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
 }
 
-pub(crate) fn find_coordinator(
+/// FindCoordinator's key type of a consumer group (1 is a transactional id).
+const GROUP_KEY: i8 = 0;
+
+/// The broker that coordinates the tenant's groups: this one on its own; in a cluster the
+/// leader of `__consumer_offsets`, made by the controller on the first request.
+async fn group_coordinator(broker: &Broker) -> Result<(i32, String, i32), ResponseError> {
+    let this = (
+        broker.config.node_id,
+        broker.config.advertised_host.clone(),
+        broker.config.advertised_port as i32,
+    );
+    if !broker.topics.is_controlled() {
+        return Ok(this);
+    }
+    let leader = broker
+        .topics
+        .offsets_topic()
+        .await
+        .and_then(|info| info.placement_of(0, broker.config.node_id))
+        .map(|p| p.leader)
+        .filter(|leader| *leader >= 0)
+        .ok_or(ResponseError::CoordinatorNotAvailable)?;
+    if leader == broker.config.node_id {
+        return Ok(this);
+    }
+    broker
+        .topics
+        .brokers()
+        .into_iter()
+        .find(|b| b.node_id == leader)
+        .map(|b| (b.node_id, b.host, b.port))
+        .ok_or(ResponseError::CoordinatorNotAvailable)
+}
+
+pub(crate) async fn find_coordinator(
     broker: &Broker,
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let node = BrokerId(broker.config.node_id);
-    let host = s(&broker.config.advertised_host);
-    let port = broker.config.advertised_port as i32;
+    let this = Ok((
+        broker.config.node_id,
+        broker.config.advertised_host.clone(),
+        broker.config.advertised_port as i32,
+    ));
+    let groups = if version >= 4 {
+        request.coordinator_keys.is_empty() || request.key_type == GROUP_KEY
+    } else {
+        request.key_type == GROUP_KEY
+    };
+    // Transactional ids are served where they are asked.
+    let found = if groups {
+        group_coordinator(broker).await
+    } else {
+        this
+    };
+    let (node, host, port, error) = match found {
+        Ok((node, host, port)) => (node, host, port, 0),
+        Err(e) => (-1, String::new(), -1, e.code()),
+    };
+    let message = (error != 0).then(|| s("the group coordinator is not available yet"));
     if version >= 4 {
         let coordinators = request
             .coordinator_keys
@@ -57,17 +109,25 @@ pub(crate) fn find_coordinator(
             .map(|key| {
                 CoordinatorEntry::default()
                     .with_key(key)
-                    .with_node_id(node)
-                    .with_host(host.clone())
+                    .with_node_id(BrokerId(node))
+                    .with_host(s(&host))
                     .with_port(port)
+                    .with_error_code(error)
+                    .with_error_message(message.clone())
             })
             .collect();
         FindCoordinatorResponse::default().with_coordinators(coordinators)
     } else {
-        FindCoordinatorResponse::default()
-            .with_node_id(node)
-            .with_host(host)
+        let response = FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(node))
+            .with_host(s(&host))
             .with_port(port)
+            .with_error_code(error);
+        if version >= 1 {
+            response.with_error_message(message)
+        } else {
+            response
+        }
     }
 }
 
@@ -86,7 +146,7 @@ pub(crate) async fn join_group(
         session
     };
     let outcome = broker
-        .groups
+        .groups()
         .join(JoinRequest {
             group_id: request.group_id.0.as_str().to_owned(),
             member_id: request.member_id.as_str().to_owned(),
@@ -139,7 +199,7 @@ pub(crate) async fn sync_group(
     version: i16,
 ) -> SyncGroupResponse {
     let result = broker
-        .groups
+        .groups()
         .sync(
             request.group_id.0.as_str(),
             request.member_id.as_str(),
@@ -167,7 +227,7 @@ pub(crate) async fn sync_group(
 }
 
 pub(crate) fn heartbeat(broker: &Broker, request: HeartbeatRequest) -> HeartbeatResponse {
-    let result = broker.groups.heartbeat(
+    let result = broker.groups().heartbeat(
         request.group_id.0.as_str(),
         request.member_id.as_str(),
         request.generation_id,
@@ -183,7 +243,7 @@ pub(crate) fn leave_group(
     let group = request.group_id.0.as_str();
     if version < 3 {
         let result = broker
-            .groups
+            .groups()
             .leave(group, &[(request.member_id.as_str().to_owned(), None)]);
         let code = result.first().and_then(|r| r.err()).map_or(0, |e| e.code());
         return LeaveGroupResponse::default().with_error_code(code);
@@ -198,7 +258,7 @@ pub(crate) fn leave_group(
             )
         })
         .collect();
-    let results = broker.groups.leave(group, &members);
+    let results = broker.groups().leave(group, &members);
     LeaveGroupResponse::default().with_members(
         members
             .into_iter()
@@ -213,13 +273,13 @@ pub(crate) fn leave_group(
     )
 }
 
-pub(crate) fn offset_commit(
+pub(crate) async fn offset_commit(
     broker: &Broker,
     request: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.as_str();
-    let allowed = broker.groups.check_commit(
+    let allowed = broker.groups().check_commit(
         group,
         request.member_id.as_str(),
         request.generation_id_or_member_epoch,
@@ -267,12 +327,16 @@ pub(crate) fn offset_commit(
         topics.push((topic.name.clone(), partitions));
     }
     let now = skein_log::SystemClock.now_ms();
-    if let Err(e) = broker.offsets.commit(group, &commits, now) {
-        tracing::error!(group, error = %e, "failed to store committed offsets");
+    if let Err(e) = broker
+        .offsets
+        .commit(&broker.replicas, group, &commits, now)
+        .await
+    {
+        tracing::warn!(group, error = %e, "failed to store committed offsets");
         for (_, partitions) in &mut topics {
             for p in partitions.iter_mut() {
                 if p.error_code == 0 {
-                    p.error_code = ResponseError::CoordinatorNotAvailable.code();
+                    p.error_code = e.code().code();
                 }
             }
         }
@@ -420,7 +484,7 @@ fn committed_fields(committed: Option<Committed>) -> (i64, i32, StrBytes) {
 }
 
 pub(crate) fn list_groups(broker: &Broker, version: i16) -> ListGroupsResponse {
-    let mut groups: Vec<(String, String, GroupState)> = broker.groups.list();
+    let mut groups: Vec<(String, String, GroupState)> = broker.groups().list();
     for g in broker.offsets.groups() {
         if !groups.iter().any(|(id, _, _)| *id == g) {
             groups.push((g, "consumer".to_owned(), GroupState::Empty));
@@ -457,7 +521,7 @@ pub(crate) fn describe_groups(
         request
             .groups
             .into_iter()
-            .map(|id| match broker.groups.describe(id.0.as_str()) {
+            .map(|id| match broker.groups().describe(id.0.as_str()) {
                 Some((state, protocol_type, protocol, members)) => DescribedGroup::default()
                     .with_group_id(id)
                     .with_group_state(s(state.name()))
@@ -491,47 +555,55 @@ pub(crate) fn describe_groups(
     )
 }
 
-pub(crate) fn delete_groups(broker: &Broker, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub(crate) async fn delete_groups(
+    broker: &Broker,
+    request: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
     let now = skein_log::SystemClock.now_ms();
-    DeleteGroupsResponse::default().with_results(
-        request
-            .groups_names
-            .into_iter()
-            .map(|id| {
-                let group = id.0.as_str().to_owned();
-                let committed = broker.offsets.all(&group);
-                let known = broker.groups.exists(&group) || !committed.is_empty();
-                let code = if !known {
-                    ResponseError::GroupIdNotFound.code()
-                } else if !broker.groups.remove_if_empty(&group) {
-                    ResponseError::NonEmptyGroup.code()
-                } else {
-                    let keys: Vec<(String, i32)> =
-                        committed.into_iter().map(|(t, p, _)| (t, p)).collect();
-                    match broker.offsets.delete(&group, &keys, now) {
-                        Ok(()) => 0,
-                        Err(e) => {
-                            tracing::error!(group, error = %e, "failed to delete group offsets");
-                            ResponseError::CoordinatorNotAvailable.code()
-                        }
+    let mut results = Vec::with_capacity(request.groups_names.len());
+    for id in request.groups_names {
+        results.push({
+            let group = id.0.as_str().to_owned();
+            let committed = broker.offsets.all(&group);
+            let known = broker.groups().exists(&group) || !committed.is_empty();
+            let code = if !known {
+                ResponseError::GroupIdNotFound.code()
+            } else if !broker.groups().remove_if_empty(&group) {
+                ResponseError::NonEmptyGroup.code()
+            } else {
+                let keys: Vec<(String, i32)> =
+                    committed.into_iter().map(|(t, p, _)| (t, p)).collect();
+                match broker
+                    .offsets
+                    .delete(&broker.replicas, &group, &keys, now)
+                    .await
+                {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        tracing::warn!(group, error = %e, "failed to delete group offsets");
+                        e.code().code()
                     }
-                };
-                DeletableGroupResult::default()
-                    .with_group_id(id)
-                    .with_error_code(code)
-            })
-            .collect(),
-    )
+                }
+            };
+            DeletableGroupResult::default()
+                .with_group_id(id)
+                .with_error_code(code)
+        });
+    }
+    DeleteGroupsResponse::default().with_results(results)
 }
 
-pub(crate) fn offset_delete(broker: &Broker, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub(crate) async fn offset_delete(
+    broker: &Broker,
+    request: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
     let group = request.group_id.0.as_str();
-    if broker.offsets.all(group).is_empty() && !broker.groups.exists(group) {
+    if broker.offsets.all(group).is_empty() && !broker.groups().exists(group) {
         return OffsetDeleteResponse::default()
             .with_error_code(ResponseError::GroupIdNotFound.code());
     }
     // A group with members may be reading these partitions: Kafka refuses while it is.
-    let busy = broker.groups.has_members(group);
+    let busy = broker.groups().has_members(group);
     let mut keys = Vec::new();
     let topics = request
         .topics
@@ -559,12 +631,24 @@ pub(crate) fn offset_delete(broker: &Broker, request: OffsetDeleteRequest) -> Of
         })
         .collect();
     let now = skein_log::SystemClock.now_ms();
-    if let Err(e) = broker.offsets.delete(group, &keys, now) {
-        tracing::error!(group, error = %e, "failed to delete offsets");
-        return OffsetDeleteResponse::default()
-            .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+    if let Err(e) = broker
+        .offsets
+        .delete(&broker.replicas, group, &keys, now)
+        .await
+    {
+        tracing::warn!(group, error = %e, "failed to delete offsets");
+        return OffsetDeleteResponse::default().with_error_code(e.code().code());
     }
     OffsetDeleteResponse::default().with_topics(topics)
+}
+
+/// Whether this broker coordinates the tenant's groups ([`Broker::coordinate`]); else the
+/// error code to answer with (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
+async fn coordinating(broker: &Broker) -> Result<(), i16> {
+    broker.coordinate().await.map_err(|e| {
+        tracing::debug!(error = %e, "a group request reached a broker that does not coordinate");
+        e.code().code()
+    })
 }
 
 /// FindCoordinator versions 0 to 6.
@@ -577,7 +661,7 @@ impl Api for FindCoordinator {
     const VERSIONS: (i16, i16) = (0, 6);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(find_coordinator(call.broker, request, call.version))
+        Some(find_coordinator(call.broker, request, call.version).await)
     }
 }
 
@@ -591,6 +675,14 @@ impl Api for JoinGroup {
     const VERSIONS: (i16, i16) = (0, 9);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        if let Err(code) = coordinating(call.broker).await {
+            return Some(
+                JoinGroupResponse::default()
+                    .with_error_code(code)
+                    .with_generation_id(-1)
+                    .with_member_id(request.member_id),
+            );
+        }
         Some(
             join_group(
                 call.broker,
@@ -614,6 +706,9 @@ impl Api for SyncGroup {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        if let Err(code) = coordinating(call.broker).await {
+            return Some(SyncGroupResponse::default().with_error_code(code));
+        }
         Some(sync_group(call.broker, request, call.version).await)
     }
 }
@@ -628,6 +723,9 @@ impl Api for Heartbeat {
     const VERSIONS: (i16, i16) = (0, 4);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        if let Err(code) = coordinating(call.broker).await {
+            return Some(HeartbeatResponse::default().with_error_code(code));
+        }
         Some(heartbeat(call.broker, request))
     }
 }
@@ -642,6 +740,9 @@ impl Api for LeaveGroup {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        if let Err(code) = coordinating(call.broker).await {
+            return Some(LeaveGroupResponse::default().with_error_code(code));
+        }
         Some(leave_group(call.broker, request, call.version))
     }
 }
@@ -656,7 +757,28 @@ impl Api for OffsetCommit {
     const VERSIONS: (i16, i16) = (2, 9);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(offset_commit(call.broker, request, call.version))
+        if let Err(code) = coordinating(call.broker).await {
+            let topics = request
+                .topics
+                .into_iter()
+                .map(|t| {
+                    OffsetCommitResponseTopic::default()
+                        .with_name(t.name)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    OffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            return Some(OffsetCommitResponse::default().with_topics(topics));
+        }
+        Some(offset_commit(call.broker, request, call.version).await)
     }
 }
 
@@ -670,6 +792,21 @@ impl Api for OffsetFetch {
     const VERSIONS: (i16, i16) = (1, 9);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        if let Err(code) = coordinating(call.broker).await {
+            if call.version < 8 {
+                return Some(OffsetFetchResponse::default().with_error_code(code));
+            }
+            let groups = request
+                .groups
+                .into_iter()
+                .map(|g| {
+                    OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(code)
+                })
+                .collect();
+            return Some(OffsetFetchResponse::default().with_groups(groups));
+        }
         Some(offset_fetch(call.broker, request, call.version))
     }
 }
@@ -684,6 +821,10 @@ impl Api for ListGroups {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn handle(call: &Call<'_>, _request: Self::Request) -> Option<Self::Response> {
+        // Each broker lists the groups it coordinates (Kafka's admin clients ask them all).
+        if coordinating(call.broker).await.is_err() {
+            return Some(ListGroupsResponse::default());
+        }
         Some(list_groups(call.broker, call.version))
     }
 }
@@ -698,6 +839,18 @@ impl Api for DescribeGroups {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        if let Err(code) = coordinating(call.broker).await {
+            let groups = request
+                .groups
+                .into_iter()
+                .map(|id| {
+                    DescribedGroup::default()
+                        .with_group_id(id)
+                        .with_error_code(code)
+                })
+                .collect();
+            return Some(DescribeGroupsResponse::default().with_groups(groups));
+        }
         Some(describe_groups(call.broker, request, call.version))
     }
 }
@@ -712,7 +865,19 @@ impl Api for DeleteGroups {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(delete_groups(call.broker, request))
+        if let Err(code) = coordinating(call.broker).await {
+            let results = request
+                .groups_names
+                .into_iter()
+                .map(|id| {
+                    DeletableGroupResult::default()
+                        .with_group_id(id)
+                        .with_error_code(code)
+                })
+                .collect();
+            return Some(DeleteGroupsResponse::default().with_results(results));
+        }
+        Some(delete_groups(call.broker, request).await)
     }
 }
 
@@ -726,6 +891,9 @@ impl Api for OffsetDelete {
     const VERSIONS: (i16, i16) = (0, 0);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(offset_delete(call.broker, request))
+        if let Err(code) = coordinating(call.broker).await {
+            return Some(OffsetDeleteResponse::default().with_error_code(code));
+        }
+        Some(offset_delete(call.broker, request).await)
     }
 }

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::controller_link::TopicShape;
 use crate::router::{Api, Call};
 use crate::topics::{BrokerEndpoint, TopicError, TopicInfo};
 use crate::Broker;
@@ -45,8 +46,10 @@ pub(crate) async fn handle(
                             .topics
                             .create_checked(
                                 name,
-                                broker.config.default_partitions,
-                                broker.default_replication_factor(),
+                                &TopicShape::Placed {
+                                    partitions: broker.config.default_partitions,
+                                    replication_factor: broker.default_replication_factor(),
+                                },
                                 Default::default(),
                                 false,
                             )

@@ -4,13 +4,17 @@ pub(crate) mod acls;
 pub(crate) mod admin;
 pub(crate) mod api_versions;
 pub(crate) mod configs;
+pub(crate) mod describe_topic_partitions;
+pub(crate) mod elect_leaders;
 pub(crate) mod fetch;
 pub(crate) mod group;
 pub(crate) mod init_producer_id;
 pub(crate) mod list_offsets;
+pub(crate) mod log_dirs;
 pub(crate) mod metadata;
 pub(crate) mod offset_for_leader_epoch;
 pub(crate) mod produce;
+pub(crate) mod reassignments;
 
 use kafka_protocol::ResponseError;
 use skein_log::LogError;
@@ -45,14 +49,26 @@ impl LeaderAndEpoch for kafka_protocol::messages::fetch_response::LeaderIdAndEpo
 }
 
 /// The Kafka error code for a failed partition operation, decided once here.
+/// The Kafka error for an operator's call (ElectLeaders, reassignments) the controller did
+/// not answer.
+pub(crate) fn controller_error(e: &crate::controller_link::ControllerError) -> ResponseError {
+    use crate::controller_link::Reason;
+    match (e.reason, e.code) {
+        (Reason::NotActive, _) | (_, tonic::Code::Unavailable) => ResponseError::NotController,
+        (Reason::Conflict, _) => ResponseError::RequestTimedOut,
+        (Reason::NotFound, _) => ResponseError::UnknownTopicOrPartition,
+        _ => ResponseError::UnknownServerError,
+    }
+}
+
 pub(crate) fn partition_error_code(err: &PartitionError) -> i16 {
     match err {
         PartitionError::UnknownTopicOrPartition { .. } => {
             ResponseError::UnknownTopicOrPartition.code()
         }
-        PartitionError::NotLeader { .. } | PartitionError::NotAReplica { .. } => {
-            ResponseError::NotLeaderOrFollower.code()
-        }
+        PartitionError::NotLeader { .. }
+        | PartitionError::NotAReplica { .. }
+        | PartitionError::LeaderMoved { .. } => ResponseError::NotLeaderOrFollower.code(),
         PartitionError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch.code(),
         PartitionError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch.code(),
         PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas.code(),
@@ -60,6 +76,7 @@ pub(crate) fn partition_error_code(err: &PartitionError) -> i16 {
         PartitionError::Producer(error) => error.code(),
         PartitionError::Log(e) => log_error_code(e),
         PartitionError::Read(_) => ResponseError::KafkaStorageError.code(),
+        PartitionError::InvalidRecords { .. } => ResponseError::InvalidRecord.code(),
     }
 }
 

@@ -19,6 +19,7 @@ pub(crate) fn handle(
     broker: &Broker,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    let replica = request.replica_id.0;
     let topics = request
         .topics
         .into_iter()
@@ -32,10 +33,17 @@ pub(crate) fn handle(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
-                    match broker
-                        .replicas
-                        .leader(&name, p.partition, p.current_leader_epoch)
-                    {
+                    // Other brokers (a replica id) reconcile the internal topics too.
+                    let found = if replica >= 0 {
+                        broker
+                            .replicas
+                            .leader_of_any(&name, p.partition, p.current_leader_epoch)
+                    } else {
+                        broker
+                            .replicas
+                            .leader(&name, p.partition, p.current_leader_epoch)
+                    };
+                    match found {
                         Ok(partition) => {
                             let (epoch, end) = partition
                                 .end_offset_for_epoch(p.leader_epoch)

@@ -1,7 +1,10 @@
 //! Produce: append each partition's batches to its log; every partition answers for itself.
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use std::time::Duration;
@@ -127,10 +130,25 @@ fn refused(
     let code = partition_error_code(e);
     tracing::debug!(%topic, partition, code, error = %e, "produce refused");
     let answer = answer.with_error_code(code);
-    match (e, version >= 10) {
-        (PartitionError::NotLeader { leader, .. }, true) => {
+    match (e, version) {
+        (PartitionError::NotLeader { leader, .. }, 10..) => {
             answer.with_current_leader(super::leader_and_epoch(*leader))
         }
+        // KIP-467: which records, and why.
+        (PartitionError::InvalidRecords { records, reason }, 8..) => answer
+            .with_record_errors(
+                records
+                    .iter()
+                    .map(|&index| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(index)
+                            .with_batch_index_error_message(Some(StrBytes::from_string(
+                                reason.clone(),
+                            )))
+                    })
+                    .collect(),
+            )
+            .with_error_message(Some(StrBytes::from_string(reason.clone()))),
         _ => answer,
     }
 }

@@ -17,6 +17,13 @@ pub enum PartitionError {
         partition: i32,
         leader: Option<(i32, i32)>,
     },
+    /// A replica fetcher's answer from a leader (and epoch) that no longer leads: it is not
+    /// applied.
+    #[error("answer of leader {asked:?} arrived after leadership moved to {now:?}")]
+    LeaderMoved {
+        asked: (i32, i32),
+        now: Option<(i32, i32)>,
+    },
     /// A follower's fetch from a broker that is not one of the partition's replicas.
     #[error("broker {replica} is not a replica of this partition")]
     NotAReplica { replica: i32 },
@@ -37,6 +44,9 @@ pub enum PartitionError {
     Producer(ResponseError),
     #[error(transparent)]
     Log(#[from] LogError),
+    /// Records the topic refuses (KIP-467): each one's index in its batch, and why.
+    #[error("{reason}")]
+    InvalidRecords { records: Vec<i32>, reason: String },
     /// The partition's files could not be read into a response.
     #[error("reading the partition's files: {0}")]
     Read(std::io::Error),

@@ -9,7 +9,7 @@
 //! older than the partition's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
 //! Followers copy their leaders' logs through `FollowedPartition` (driven by
 //! `replica_fetcher.rs`); the leader's high watermark is the smallest log end offset in the
-//! ISR (`progress.rs`), consumers read below it, and `acks=all` waits for it.
+//! ISR (`skein_replication::Progress`), consumers read below it, and `acks=all` waits for it.
 //!
 //! **Invariant:** a partition is served only from a log whose directory names its topic's
 //! current id. One of another id (a deleted topic of the same name) is deleted and an empty
@@ -21,16 +21,15 @@
 mod error;
 mod follower;
 mod partition;
-mod progress;
 
 use std::sync::Arc;
 
 pub use error::PartitionError;
 pub(crate) use follower::FollowedPartition;
 pub(crate) use partition::{OffsetSpec, Partition, ReadLimit, Replicated};
-use progress::Progress;
 use skein_log::topic_config::{self, TopicSettings};
 use skein_log::{LogError, LogManager, LogManagerConfig, SystemClock, TopicPartition};
+use skein_replication::{LeaderView, Progress};
 use tokio::sync::Notify;
 
 use crate::producer::ProducerStates;
@@ -73,7 +72,8 @@ impl ReplicaManager {
             defaults: TopicSettings {
                 log: config.log.clone(),
                 min_insync_replicas: config.default_min_insync_replicas,
-                unclean_leader_election: false,
+                compression: config.default_compression,
+                ..TopicSettings::default()
             },
             producers: ProducerStates::default(),
             appended: Notify::new(),
@@ -82,7 +82,7 @@ impl ReplicaManager {
         };
         manager.settle_partitions();
         // Logs were opened with the broker defaults; give each its topic's settings.
-        for info in manager.topics.list() {
+        for info in manager.topics.list_all() {
             manager.apply_settings(&info);
         }
         Ok(manager)
@@ -98,10 +98,28 @@ impl ReplicaManager {
         self.logs.close()
     }
 
-    /// A partition of a known topic that this broker leads, its log opened (or created) with
-    /// the topic's settings. `current_leader_epoch` is the epoch the caller believes current
-    /// (KIP-320), -1 for a caller that does not say.
+    /// A partition of a known topic that this broker leads, for a client's request: the
+    /// cluster's internal topics are unknown to clients. See [`Self::leader_of_any`].
     pub(crate) fn leader(
+        &self,
+        topic: &str,
+        index: i32,
+        current_leader_epoch: i32,
+    ) -> Result<Partition<'_>, PartitionError> {
+        if crate::topics::is_internal(topic) {
+            return Err(PartitionError::UnknownTopicOrPartition {
+                topic: topic.to_owned(),
+                partition: index,
+            });
+        }
+        self.leader_of_any(topic, index, current_leader_epoch)
+    }
+
+    /// A partition of a known topic, internal ones included, that this broker leads, its log
+    /// opened (or created) with the topic's settings: for other brokers' replica requests
+    /// and the broker's own use. `current_leader_epoch` is the epoch the caller believes
+    /// current (KIP-320), -1 for a caller that does not say.
+    pub(crate) fn leader_of_any(
         &self,
         topic: &str,
         index: i32,
@@ -139,16 +157,21 @@ impl ReplicaManager {
             None => self.open_partition_log(&tp).ok_or_else(unknown)?,
         };
         // The first time this process serves the partition, its high watermark starts at
-        // the log end as it is now, before the caller appends anything. Then it is worked
-        // out for the ISR as it stands: a leader new in its epoch, or left alone in the ISR,
-        // moves it on without waiting for a write (which min.insync.replicas may refuse).
-        let log_end = log.read().log_end_offset();
-        self.progress.high_watermark(&tp, log_end);
+        // the log start: what the log holds past the mark may never have reached another
+        // replica. Then it is worked out for the ISR as it stands: a leader new in its
+        // epoch, or alone in the ISR, moves it on without waiting for a write (which
+        // min.insync.replicas may refuse).
+        let (log_start, log_end) = {
+            let log = log.read();
+            (log.log_start_offset(), log.log_end_offset())
+        };
+        self.progress.high_watermark(&tp, log_start, log_end);
         self.progress.leader_advanced(
             &tp,
-            progress::LeaderView {
+            LeaderView {
                 node_id: self.node_id,
                 epoch: current,
+                log_start,
                 log_end,
                 isr: &placement.isr,
             },
@@ -183,12 +206,19 @@ impl ReplicaManager {
             Some(log) => log,
             None => self.open_partition_log(&tp).ok_or_else(unknown)?,
         };
+        let throttled = !placement.isr.contains(&self.node_id)
+            && info
+                .configs
+                .get("follower.replication.throttled.replicas")
+                .and_then(|v| topic_config::ThrottledReplicas::parse(v))
+                .is_some_and(|t| t.covers(index, self.node_id));
         Ok(FollowedPartition {
             manager: self,
             tp,
             leader: placement.leader,
             leader_epoch: placement.leader_epoch,
             log,
+            throttled,
         })
     }
 
@@ -201,7 +231,7 @@ impl ReplicaManager {
     /// Every partition this broker leads and shares with other replicas: (topic, partition).
     pub(crate) fn led(&self) -> Vec<(String, i32)> {
         let mut led = Vec::new();
-        for info in self.topics.list() {
+        for info in self.topics.list_all() {
             for index in 0..info.partitions {
                 let Some(placement) = info.placement_of(index, self.node_id) else {
                     continue;
@@ -218,7 +248,7 @@ impl ReplicaManager {
     pub(crate) fn followed(&self) -> std::collections::BTreeMap<i32, Vec<(String, i32)>> {
         let mut by_leader: std::collections::BTreeMap<i32, Vec<(String, i32)>> =
             std::collections::BTreeMap::new();
-        for info in self.topics.list() {
+        for info in self.topics.list_all() {
             for index in 0..info.partitions {
                 let Some(placement) = info.placement_of(index, self.node_id) else {
                     continue;
@@ -237,10 +267,19 @@ impl ReplicaManager {
         by_leader
     }
 
-    /// A future that completes at the next append to any partition; create it before reading,
-    /// so an append in between is not missed.
-    pub(crate) fn appended(&self) -> tokio::sync::futures::Notified<'_> {
-        self.appended.notified()
+    /// A future that completes at the next append to any partition or the next advance of
+    /// any high watermark (a consumer's fetch waits for the second: what a follower copied
+    /// becomes readable without a new append); create it before reading, so a change in
+    /// between is not missed.
+    pub(crate) fn readable(&self) -> impl std::future::Future<Output = ()> + '_ {
+        let appended = self.appended.notified();
+        let advanced = self.progress.replicated();
+        async move {
+            tokio::select! {
+                () = appended => {}
+                () = advanced => {}
+            }
+        }
     }
 
     /// Opens (or creates, or replaces) the log of `tp` for the topic the registry names now.
@@ -318,6 +357,34 @@ impl ReplicaManager {
         }
     }
 
+    /// Deletes the logs of `info`'s partitions that the controller placed on other brokers
+    /// only (a completed reassignment moved them away): this broker no longer follows or
+    /// leads them, and their records live on the replicas that do.
+    pub(crate) fn drop_unplaced(&self, info: &TopicInfo) {
+        let crate::topics::Placement::Assigned(partitions) = &info.placement else {
+            return;
+        };
+        let _turn = self.log_identity.lock();
+        for (index, placement) in (0..).zip(partitions.iter()) {
+            if placement.replicas.contains(&self.node_id) {
+                continue;
+            }
+            let tp = TopicPartition::new(&info.name, index);
+            match self.logs.delete_for(&tp, info.id) {
+                Ok(true) => {
+                    tracing::info!(partition = %tp, replicas = ?placement.replicas,
+                        "deleted a partition moved to other brokers");
+                    self.producers.forget(&tp);
+                    self.progress.forget(&tp);
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(partition = %tp, error = %e, "failed to delete a moved partition");
+                }
+            }
+        }
+    }
+
     /// Applies a topic's settings to its open partition logs.
     pub(crate) fn apply_settings(&self, info: &TopicInfo) {
         let settings = self.settings(info);
@@ -351,6 +418,16 @@ impl ReplicaManager {
             .get("min.insync.replicas")
             .and_then(|v| v.parse().ok())
             .unwrap_or(self.defaults.min_insync_replicas)
+    }
+
+    /// The codec a topic stores its batches under (`compression.type`), if it names one;
+    /// read without working out its other settings, as the produce path asks on every write.
+    pub(crate) fn compression(&self, info: &TopicInfo) -> Option<skein_log::batch::Compression> {
+        info.configs
+            .get("compression.type")
+            .and_then(|v| topic_config::TopicCompression::parse(v))
+            .unwrap_or(self.defaults.compression)
+            .codec()
     }
 
     /// Forgets idempotent producers idle for `expiration_ms`; answers how many.

@@ -6,11 +6,11 @@ use bytes::{Bytes, BytesMut};
 use skein_log::batch::BatchHeader;
 use skein_log::{LogError, SharedLog, TopicPartition};
 
-use super::progress::LeaderView;
 use super::{PartitionError, ReplicaManager};
 use crate::producer::Verdict;
 use crate::topics::PartitionPlacement;
 use crate::TopicInfo;
+use skein_replication::LeaderView;
 
 /// A partition of a known topic, with its log open.
 pub(crate) struct Partition<'a> {
@@ -87,19 +87,28 @@ impl Partition<'_> {
         self.leader_epoch
     }
 
-    fn view(&self, log_end: u64) -> LeaderView<'_> {
+    fn view(&self, (log_start, log_end): (u64, u64)) -> LeaderView<'_> {
         LeaderView {
             node_id: self.manager.node_id,
             epoch: self.leader_epoch,
+            log_start,
             log_end,
             isr: &self.placement.isr,
         }
     }
 
+    /// The log's start and end offsets.
+    fn bounds(&self) -> (u64, u64) {
+        let log = self.log.read();
+        (log.log_start_offset(), log.log_end_offset())
+    }
+
     /// The partition's high watermark: consumers read below it.
     pub(crate) fn high_watermark(&self) -> i64 {
-        let log_end = self.log.read().log_end_offset();
-        self.manager.progress.high_watermark(&self.tp, log_end) as i64
+        let (log_start, log_end) = self.bounds();
+        self.manager
+            .progress
+            .high_watermark(&self.tp, log_start, log_end) as i64
     }
 
     /// The topic's `min.insync.replicas`.
@@ -110,19 +119,17 @@ impl Partition<'_> {
     /// Works the high watermark out again (after an ISR change), waking `acks=all` writes
     /// it lets through.
     pub(crate) fn recompute_high_watermark(&self) {
-        let log_end = self.log.read().log_end_offset();
         self.manager
             .progress
-            .leader_advanced(&self.tp, self.view(log_end));
+            .leader_advanced(&self.tp, self.view(self.bounds()));
     }
 
     /// The ISR this leader should ask the controller for, if it should change: followers
     /// behind for longer than `lag_max` leave, caught-up replicas join.
     pub(crate) fn wanted_isr(&self, lag_max: std::time::Duration) -> Option<Vec<i32>> {
-        let log_end = self.log.read().log_end_offset();
         self.manager.progress.wanted_isr(
             &self.tp,
-            self.view(log_end),
+            self.view(self.bounds()),
             &self.placement.replicas,
             lag_max,
         )
@@ -136,6 +143,20 @@ impl Partition<'_> {
     /// The topic's id.
     pub(crate) fn topic_id(&self) -> uuid::Uuid {
         self.info.id
+    }
+
+    /// Whether what this leader serves follower `replica` counts against
+    /// `leader.replication.throttled.rate`: the topic throttles this broker's replica of
+    /// the partition and the follower is catching up (not in the ISR).
+    pub(crate) fn throttles(&self, replica: i32) -> bool {
+        if self.placement.isr.contains(&replica) {
+            return false;
+        }
+        self.info
+            .configs
+            .get("leader.replication.throttled.replicas")
+            .and_then(|v| skein_log::topic_config::ThrottledReplicas::parse(v))
+            .is_some_and(|t| t.covers(self.tp.partition, self.manager.node_id))
     }
 
     /// Whether broker `id` holds a replica of the partition.
@@ -201,11 +222,38 @@ impl Partition<'_> {
         if acks == -1 && in_sync < required {
             return Err(PartitionError::NotEnoughReplicas { required, in_sync });
         }
+        let (compacted, limit) = {
+            let log = self.log.read();
+            let config = log.config();
+            (
+                !matches!(config.cleanup_policy, skein_log::CleanupPolicy::Delete),
+                skein_log::batch::decompression_limit(config.max_message_bytes),
+            )
+        };
+        if compacted {
+            let keyless = keyless_records(records, limit);
+            if !keyless.is_empty() {
+                return Err(PartitionError::InvalidRecords {
+                    records: keyless,
+                    reason: format!(
+                        "compacted topic partition {} cannot accept a record without a key",
+                        self.tp
+                    ),
+                });
+            }
+        }
+        let recompressed;
+        let records = match self.manager.compression(&self.info) {
+            Some(codec) => {
+                recompressed = recompress_all(records, codec, limit)?;
+                recompressed.as_deref().unwrap_or(records)
+            }
+            None => records,
+        };
         let appended = self.append_batches(records)?;
-        let log_end = appended.end_offset.max(0) as u64;
         self.manager
             .progress
-            .leader_advanced(&self.tp, self.view(log_end));
+            .leader_advanced(&self.tp, self.view(self.bounds()));
         self.manager.appended.notify_waiters();
         Ok(appended)
     }
@@ -266,6 +314,12 @@ impl Partition<'_> {
         })
     }
 
+    /// Runs `f` over the whole log, up to its end, under its read lock: for the broker's own
+    /// internal topics, which it loads as it takes their lead.
+    pub(crate) fn with_log<R>(&self, f: impl FnOnce(&skein_log::Log) -> R) -> R {
+        f(&self.log.read())
+    }
+
     /// Reads whole batches from `offset` up to the high watermark, within `limit` (a
     /// consumer's read).
     pub(crate) fn read(&self, offset: i64, limit: ReadLimit) -> Fetched {
@@ -289,11 +343,14 @@ impl Partition<'_> {
         let high_watermark = match (follower, u64::try_from(offset)) {
             (Some(follower), Ok(fetched)) => self.manager.progress.follower_fetched(
                 &self.tp,
-                self.view(log_end),
+                self.view((log.log_start_offset(), log_end)),
                 follower,
                 fetched,
             ),
-            _ => self.manager.progress.high_watermark(&self.tp, log_end),
+            _ => self
+                .manager
+                .progress
+                .high_watermark(&self.tp, log.log_start_offset(), log_end),
         };
         let upper = if follower.is_some() {
             log_end
@@ -341,9 +398,11 @@ impl Partition<'_> {
         let log = self.log.read();
         let found = match spec {
             OffsetSpec::Latest => Some((
-                self.manager
-                    .progress
-                    .high_watermark(&self.tp, log.log_end_offset()),
+                self.manager.progress.high_watermark(
+                    &self.tp,
+                    log.log_start_offset(),
+                    log.log_end_offset(),
+                ),
                 -1,
             )),
             OffsetSpec::Earliest => Some((log.log_start_offset(), -1)),
@@ -366,10 +425,11 @@ impl Partition<'_> {
     /// start; answers the new log start.
     pub(crate) fn delete_records(&self, before: i64) -> Result<i64, PartitionError> {
         let mut log = self.log.write();
-        let high_watermark = self
-            .manager
-            .progress
-            .high_watermark(&self.tp, log.log_end_offset()) as i64;
+        let high_watermark = self.manager.progress.high_watermark(
+            &self.tp,
+            log.log_start_offset(),
+            log.log_end_offset(),
+        ) as i64;
         // Kafka: records at or past the high watermark cannot be deleted.
         let target = if before == -1 { high_watermark } else { before };
         if target > high_watermark {
@@ -381,4 +441,75 @@ impl Partition<'_> {
         log.advance_log_start(target)?;
         Ok(log.log_start_offset() as i64)
     }
+}
+
+/// The index in its batch of every record without a key (what a compacted topic refuses).
+/// Batches that do not parse or decode are left to the log, which refuses them with the
+/// precise reason.
+/// `records` with every batch that is not under `codec` rewritten to it (a topic's
+/// `compression.type`), or `None` when all of them are. A batch that cannot be read is
+/// refused here with the reason the log would give.
+fn recompress_all(
+    records: &[u8],
+    codec: skein_log::batch::Compression,
+    limit: usize,
+) -> Result<Option<Vec<u8>>, PartitionError> {
+    let mut out: Option<Vec<u8>> = None;
+    let mut at = 0usize;
+    let mut index = 0usize;
+    while at < records.len() {
+        let refused =
+            |source| PartitionError::Log(skein_log::LogError::InvalidBatch { index, source });
+        let header = BatchHeader::parse(&records[at..]).map_err(refused)?;
+        let end = at
+            .checked_add(header.size())
+            .filter(|end| *end <= records.len())
+            .ok_or_else(|| {
+                refused(skein_log::batch::BatchError::Truncated {
+                    need: header.size(),
+                    have: records.len() - at,
+                })
+            })?;
+        let batch = &records[at..end];
+        match skein_log::batch::recompress(batch, codec, limit).map_err(refused)? {
+            Some(rewritten) => out
+                .get_or_insert_with(|| records[..at].to_vec())
+                .extend_from_slice(&rewritten),
+            None => {
+                if let Some(out) = out.as_mut() {
+                    out.extend_from_slice(batch);
+                }
+            }
+        }
+        at = end;
+        index += 1;
+    }
+    Ok(out)
+}
+
+fn keyless_records(records: &[u8], limit: usize) -> Vec<i32> {
+    let mut keyless = Vec::new();
+    let mut at = 0usize;
+    while at < records.len() {
+        let Ok(header) = BatchHeader::parse(&records[at..]) else {
+            break;
+        };
+        let Some(batch) = records.get(at..at + header.size()) else {
+            break;
+        };
+        let Ok(decoded) = skein_log::batch::DecodedRecords::decode(batch, limit) else {
+            break;
+        };
+        for (index, record) in decoded.iter().enumerate() {
+            match record {
+                Ok(record) if record.key.is_none() => {
+                    keyless.push(i32::try_from(index).unwrap_or(i32::MAX));
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        at += header.size();
+    }
+    keyless
 }

@@ -109,6 +109,7 @@ fn problem(e: TopicOpError) -> Problem {
         ),
         TopicOpError::InvalidPartitions(_)
         | TopicOpError::InvalidReplicationFactor(_)
+        | TopicOpError::InvalidReplicaAssignment(_)
         | TopicOpError::InvalidConfig(_) => {
             Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", e.to_string())
         }

@@ -121,8 +121,19 @@ impl Dev {
                     seen.push_str(&line);
                     seen.push('\n');
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => panic!("skein dev did not start: {seen}"),
-                Err(mpsc::RecvTimeoutError::Disconnected) => panic!("skein dev exited: {seen}"),
+                Err(e) => {
+                    // What the processes wrote to stderr says why, when it was kept.
+                    let logged = log
+                        .and_then(|path| std::fs::read_to_string(path).ok())
+                        .unwrap_or_default();
+                    let tail: Vec<&str> = logged.lines().rev().take(40).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    let how = match e {
+                        mpsc::RecvTimeoutError::Timeout => "did not start",
+                        mpsc::RecvTimeoutError::Disconnected => "exited",
+                    };
+                    panic!("skein dev {how}: {seen}\nstderr:\n{}", tail.join("\n"))
+                }
             }
         }
         let dev_token = after(&seen, "dev token (24 h; ")

@@ -10,8 +10,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse,
-    RequestHeader, ResponseHeader, TopicName,
+    ApiKey, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -79,6 +79,18 @@ impl RawKafka {
         response.responses[0].partition_responses[0].error_code
     }
 
+    /// A new idempotent (not transactional) producer's id and epoch.
+    pub fn init_producer_id(&mut self) -> (i64, i16) {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(-1)
+            .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+            .with_producer_epoch(-1);
+        let response: InitProducerIdResponse = self.call(ApiKey::InitProducerId, 4, &request);
+        assert_eq!(response.error_code, 0, "InitProducerId");
+        (response.producer_id.0, response.producer_epoch)
+    }
+
     /// The partition's latest offset (its high watermark).
     pub fn latest_offset(&mut self, topic: &str, partition: i32) -> i64 {
         self.list_offset(topic, partition, -1)
@@ -89,7 +101,18 @@ impl RawKafka {
         self.list_offset(topic, partition, -2)
     }
 
-    fn list_offset(&mut self, topic: &str, partition: i32, timestamp: i64) -> i64 {
+    /// The partition's latest offset, or the error code this broker answers instead (say
+    /// NOT_LEADER_OR_FOLLOWER while leadership is moving to it).
+    pub fn try_latest_offset(&mut self, topic: &str, partition: i32) -> Result<i64, i16> {
+        let response = self.list_offsets(topic, partition, -1);
+        let answer = &response.topics[0].partitions[0];
+        match answer.error_code {
+            0 => Ok(answer.offset),
+            code => Err(code),
+        }
+    }
+
+    fn list_offsets(&mut self, topic: &str, partition: i32, timestamp: i64) -> ListOffsetsResponse {
         let request = ListOffsetsRequest::default()
             .with_replica_id(kafka_protocol::messages::BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()
@@ -97,7 +120,11 @@ impl RawKafka {
                 .with_partitions(vec![ListOffsetsPartition::default()
                     .with_partition_index(partition)
                     .with_timestamp(timestamp)])]);
-        let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 5, &request);
+        self.call(ApiKey::ListOffsets, 5, &request)
+    }
+
+    fn list_offset(&mut self, topic: &str, partition: i32, timestamp: i64) -> i64 {
+        let response = self.list_offsets(topic, partition, timestamp);
         let answer = &response.topics[0].partitions[0];
         assert_eq!(answer.error_code, 0, "ListOffsets of {topic}-{partition}");
         answer.offset

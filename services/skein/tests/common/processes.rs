@@ -176,6 +176,11 @@ pub fn control_plane(url: &str) -> (Process, String, String) {
 
 /// A control-plane process whose lease, and broker session, last `secs` seconds.
 pub fn control_plane_with_session(url: &str, secs: u64) -> (Process, String, String) {
+    control_plane_with(url, secs, &[])
+}
+
+/// A control-plane process with extra arguments, its lease and broker session `secs` long.
+pub fn control_plane_with(url: &str, secs: u64, extra: &[&str]) -> (Process, String, String) {
     let secs = secs.to_string();
     let process = Process::start(
         Command::new(SKEIN)
@@ -187,8 +192,10 @@ pub fn control_plane_with_session(url: &str, secs: u64) -> (Process, String, Str
                 "127.0.0.1:0",
             ])
             .args(["--bootstrap-token", TOKEN, "--lease-ttl-secs", &secs])
+            .args(["--broker-session-ms", &format!("{secs}000")])
             .arg("--controller-secret-file")
             .arg(controller_secret_file())
+            .args(extra)
             .env_remove("SKEIN_DATABASE_URL"),
     );
     let admin = field(&process.first_line, "admin API on http://");
@@ -269,6 +276,34 @@ pub fn script(python: &str, name: &str, bootstrap: &str, args: &[&str]) -> Strin
         .arg(script)
         .arg(bootstrap)
         .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name} {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs `tests/clients/<name>` with node, the packages `tests/clients/setup.sh` installed
+/// (through [`python`]) on its path; answers its output.
+pub fn node_script(name: &str, bootstrap: &str, args: &[&str]) -> String {
+    let script = format!("{}/../../tests/clients/{name}", env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var("SKEIN_NODE_DIR").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/skein/node",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", "300", "node"])
+        .arg(script)
+        .arg(bootstrap)
+        .args(args)
+        .env("NODE_PATH", format!("{dir}/node_modules"))
+        .env("KAFKAJS_NO_PARTITIONER_WARNING", "1")
         .output()
         .unwrap();
     assert!(

@@ -6,15 +6,19 @@
 //! answer, capped at its own log end. Every advance wakes the `acks=all` requests waiting in
 //! [`Progress::replicated`], which is how the produce purgatory learns of follower fetches.
 //!
-//! The high watermark is kept in memory: a partition first seen by this process starts
-//! from its log end offset.
+//! The high watermark is kept in memory. A partition first seen by this process starts
+//! from its log start offset, never its log end: what the log holds past the last high
+//! watermark may never have reached another replica, and a consumer must not read it until
+//! the ISR has it (the leader's first computation moves the mark to the log end at once
+//! when the leader is alone in the ISR; a follower takes its leader's).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use skein_log::TopicPartition;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 #[derive(Debug)]
 struct PartitionProgress {
@@ -51,33 +55,34 @@ impl PartitionProgress {
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct Progress {
+pub struct Progress {
     partitions: Mutex<HashMap<TopicPartition, PartitionProgress>>,
     advanced: Notify,
 }
 
 /// What the leader knows of a partition when it works out the high watermark.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct LeaderView<'a> {
+pub struct LeaderView<'a> {
     pub node_id: i32,
     pub epoch: i32,
+    pub log_start: u64,
     pub log_end: u64,
     pub isr: &'a [i32],
 }
 
 impl Progress {
-    /// The partition's high watermark (its log end offset, the first time it is asked).
-    pub(crate) fn high_watermark(&self, tp: &TopicPartition, log_end: u64) -> u64 {
+    /// The partition's high watermark (its log start offset, the first time it is asked).
+    pub fn high_watermark(&self, tp: &TopicPartition, log_start: u64, log_end: u64) -> u64 {
         let mut partitions = self.partitions.lock();
         let progress = partitions
             .entry(tp.clone())
-            .or_insert_with(|| PartitionProgress::new(log_end, -1));
+            .or_insert_with(|| PartitionProgress::new(log_start.min(log_end), -1));
         progress.high_watermark.min(log_end)
     }
 
     /// A follower fetched from `fetch_offset`: everything before it is on its log. Answers
     /// the high watermark after the report.
-    pub(crate) fn follower_fetched(
+    pub fn follower_fetched(
         &self,
         tp: &TopicPartition,
         view: LeaderView<'_>,
@@ -88,15 +93,15 @@ impl Progress {
     }
 
     /// The leader's log grew (or its ISR changed): the high watermark may move.
-    pub(crate) fn leader_advanced(&self, tp: &TopicPartition, view: LeaderView<'_>) -> u64 {
+    pub fn leader_advanced(&self, tp: &TopicPartition, view: LeaderView<'_>) -> u64 {
         self.update(tp, view, None)
     }
 
     fn update(&self, tp: &TopicPartition, view: LeaderView<'_>, report: Option<(i32, u64)>) -> u64 {
         let mut partitions = self.partitions.lock();
-        let progress = partitions
-            .entry(tp.clone())
-            .or_insert_with(|| PartitionProgress::new(view.log_end, view.epoch));
+        let progress = partitions.entry(tp.clone()).or_insert_with(|| {
+            PartitionProgress::new(view.log_start.min(view.log_end), view.epoch)
+        });
         if progress.epoch != view.epoch {
             progress.epoch = view.epoch;
             progress.epoch_started = Instant::now();
@@ -139,7 +144,7 @@ impl Progress {
     }
 
     /// A follower learned the leader's high watermark: its own is that, capped at its log end.
-    pub(crate) fn follower_learned(&self, tp: &TopicPartition, leader_hw: u64, log_end: u64) {
+    pub fn follower_learned(&self, tp: &TopicPartition, leader_hw: u64, log_end: u64) {
         let mut partitions = self.partitions.lock();
         let progress = partitions
             .entry(tp.clone())
@@ -150,7 +155,7 @@ impl Progress {
     }
 
     /// The log was truncated to `offset`: the mark cannot stay above it.
-    pub(crate) fn truncated(&self, tp: &TopicPartition, offset: u64) {
+    pub fn truncated(&self, tp: &TopicPartition, offset: u64) {
         if let Some(progress) = self.partitions.lock().get_mut(tp) {
             progress.high_watermark = progress.high_watermark.min(offset);
         }
@@ -160,7 +165,7 @@ impl Progress {
     /// that have not caught up with the log end within `lag_max`
     /// (`replica.lag.time.max.ms`) leave it; replicas outside it whose log reaches the high
     /// watermark, caught up within `lag_max`, join it.
-    pub(crate) fn wanted_isr(
+    pub fn wanted_isr(
         &self,
         tp: &TopicPartition,
         view: LeaderView<'_>,
@@ -203,18 +208,18 @@ impl Progress {
     }
 
     /// Forgets a partition (its log was deleted).
-    pub(crate) fn forget(&self, tp: &TopicPartition) {
+    pub fn forget(&self, tp: &TopicPartition) {
         self.partitions.lock().remove(tp);
     }
 
     /// Wakes every waiter, without an advance.
-    pub(crate) fn wake(&self) {
+    pub fn wake(&self) {
         self.advanced.notify_waiters();
     }
 
     /// A future that completes at the next advance of any high watermark; create it before
     /// checking, so an advance in between is not missed.
-    pub(crate) fn replicated(&self) -> tokio::sync::futures::Notified<'_> {
+    pub fn replicated(&self) -> tokio::sync::futures::Notified<'_> {
         self.advanced.notified()
     }
 }
@@ -231,10 +236,11 @@ mod tests {
         let view = |log_end| LeaderView {
             node_id: 1,
             epoch: 0,
+            log_start: 0,
             log_end,
             isr: &isr,
         };
-        assert_eq!(progress.high_watermark(&tp, 0), 0);
+        assert_eq!(progress.high_watermark(&tp, 0, 0), 0);
         // The leader wrote 10; nobody else has them.
         assert_eq!(progress.leader_advanced(&tp, view(10)), 0);
         assert_eq!(progress.follower_fetched(&tp, view(10), 2, 10), 0);
@@ -247,6 +253,7 @@ mod tests {
         let view = LeaderView {
             node_id: 1,
             epoch: 0,
+            log_start: 0,
             log_end: 15,
             isr: &alone,
         };
@@ -255,6 +262,7 @@ mod tests {
         let view = LeaderView {
             node_id: 1,
             epoch: 1,
+            log_start: 0,
             log_end: 20,
             isr: &isr,
         };
