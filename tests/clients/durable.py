@@ -30,6 +30,8 @@ if PHASE == "produce":
         "message.timeout.ms": 120000,
         "retry.backoff.ms": 100,
         "topic.metadata.refresh.interval.ms": 1000,
+        # Producer id, epoch and sequence events go to stderr, for a failure to be read.
+        "debug": "eos",
     })
     acked = open(acked_path, "a", buffering=1)
     counts = {"acked": 0, "failed": 0}
@@ -90,7 +92,7 @@ elif PHASE == "verify":
     for p in range(partitions):
         ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    seen, duplicated = {}, 0
+    seen, duplicated, duplicates = {}, 0, []
     done = {p for p in range(partitions) if ends[p] == 0}
     deadline = time.time() + 120
     while len(done) < partitions and time.time() < deadline:
@@ -103,6 +105,8 @@ elif PHASE == "verify":
         seq = int(msg.value().decode().split(":")[1])
         if (p, seq) in seen:
             duplicated += 1
+            duplicates.append({"partition": p, "seq": seq, "first": seen[(p, seq)],
+                               "again": msg.offset()})
         seen[(p, seq)] = msg.offset()
         if msg.offset() + 1 >= ends[p]:
             done.add(p)
@@ -113,6 +117,6 @@ elif PHASE == "verify":
     print(json.dumps({"acked": len(acked), "lost": len(lost), "duplicated": duplicated,
                       "moved": len(moved), "acked_without_offset": unnamed,
                       "read": len(seen),
-                      "lost_sample": sorted(lost)[:10]}))
+                      "lost_sample": sorted(lost)[:10], "duplicates": duplicates[:10]}))
 else:
     raise SystemExit(f"unknown phase {PHASE}")

@@ -101,12 +101,7 @@ impl FollowedPartition<'_> {
     /// Whether the registry still names `asked` (leader, leader epoch) for this partition;
     /// called with the log's write lock held.
     fn still_led_as(&self, asked: (i32, i32)) -> Result<(), PartitionError> {
-        let now = self
-            .manager
-            .topics
-            .get(&self.tp.topic)
-            .and_then(|info| info.placement_of(self.tp.partition, self.manager.node_id))
-            .map(|p| (p.leader, p.leader_epoch));
+        let now = self.manager.registered_leader(&self.tp);
         if now == Some(asked) {
             Ok(())
         } else {

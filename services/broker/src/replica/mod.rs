@@ -98,6 +98,16 @@ impl ReplicaManager {
         self.logs.close()
     }
 
+    /// The (leader, leader epoch) the registry names for `tp` now. Writers check it with the
+    /// partition log's write lock held, so that a leader's append and a follower's never
+    /// interleave across a change of leadership.
+    pub(crate) fn registered_leader(&self, tp: &TopicPartition) -> Option<(i32, i32)> {
+        self.topics
+            .get(&tp.topic)
+            .and_then(|info| info.placement_of(tp.partition, self.node_id))
+            .map(|p| (p.leader, p.leader_epoch))
+    }
+
     /// A partition of a known topic that this broker leads, for a client's request: the
     /// cluster's internal topics are unknown to clients. See [`Self::leader_of_any`].
     pub(crate) fn leader(

@@ -87,6 +87,19 @@ impl Partition<'_> {
         self.leader_epoch
     }
 
+    /// Whether this broker still leads the partition in the epoch it was found in; called
+    /// with the log's write lock held.
+    fn still_leads(&self) -> Result<(), PartitionError> {
+        match self.manager.registered_leader(&self.tp) {
+            Some(now) if now == (self.manager.node_id, self.leader_epoch) => Ok(()),
+            now => Err(PartitionError::NotLeader {
+                topic: self.tp.topic.clone(),
+                partition: self.tp.partition,
+                leader: now.filter(|(leader, _)| *leader >= 0),
+            }),
+        }
+    }
+
     fn view(&self, (log_start, log_end): (u64, u64)) -> LeaderView<'_> {
         LeaderView {
             node_id: self.manager.node_id,
@@ -275,6 +288,10 @@ impl Partition<'_> {
             }
         }
         let mut log = self.log.write();
+        // Leadership may have moved since the request found this partition: once the
+        // registry names another leader, this broker's fetcher may append the new leader's
+        // batches, and a write now would be mixed into them.
+        self.still_leads()?;
         if !batches.iter().any(|(_, h)| h.producer_id >= 0) {
             // The log rewrites offsets in place: one copy out of the request buffer.
             let mut bytes = BytesMut::from(records);
@@ -512,4 +529,73 @@ fn keyless_records(records: &[u8], limit: usize) -> Vec<i32> {
         at += header.size();
     }
     keyless
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use skein_log::batch::{build_batch, Compression, NewRecord, ProducerFields};
+
+    use crate::topics::{PartitionPlacement, Placement};
+    use crate::{BrokerConfig, TopicInfo, TopicRegistry};
+
+    use super::super::PartitionError;
+    use super::ReplicaManager;
+
+    fn placement(leader: i32, leader_epoch: i32) -> PartitionPlacement {
+        PartitionPlacement {
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            leader,
+            leader_epoch,
+            partition_epoch: leader_epoch,
+        }
+    }
+
+    fn record() -> Vec<u8> {
+        let record = NewRecord {
+            value: Some(b"v".to_vec()),
+            ..NewRecord::default()
+        };
+        build_batch(&[record], Compression::None, ProducerFields::NONE).unwrap()
+    }
+
+    #[test]
+    fn a_write_that_finds_leadership_moved_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = BrokerConfig::new(dir.path());
+        config.node_id = 1;
+        let topics = Arc::new(TopicRegistry::open(dir.path()).unwrap());
+        let id = uuid::Uuid::new_v4();
+        topics.replace_all(vec![TopicInfo {
+            name: "t".to_owned(),
+            id,
+            partitions: 1,
+            configs: Default::default(),
+            placement: Placement::Assigned(vec![placement(1, 3)].into()),
+        }]);
+        let manager = ReplicaManager::open(&config, Arc::clone(&topics)).unwrap();
+        let partition = manager.leader("t", 0, -1).unwrap();
+        partition.append(&record(), 1).unwrap();
+
+        // Broker 2 takes over in epoch 4 while a request holds the partition it found.
+        topics.set_partition("t", id, 0, placement(2, 4));
+        let late = partition.append(&record(), 1);
+        assert!(
+            matches!(
+                late,
+                Err(PartitionError::NotLeader {
+                    leader: Some((2, 4)),
+                    ..
+                })
+            ),
+            "{late:?}"
+        );
+        let followed = manager.follower("t", 0).unwrap();
+        assert_eq!(followed.log_end(), 1);
+        assert_eq!(followed.latest_epoch(), Some(3));
+    }
 }
