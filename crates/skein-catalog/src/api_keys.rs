@@ -126,13 +126,18 @@ impl Catalog {
         rows.iter().map(api_key).collect()
     }
 
-    /// The ids of every key in force (not revoked), in id order.
-    pub async fn active_api_key_ids(&self) -> Result<Vec<String>> {
-        Ok(
-            sqlx::query_scalar("SELECT id FROM api_keys WHERE revoked_at IS NULL ORDER BY id")
-                .fetch_all(&self.pool)
-                .await?,
+    /// Every key in force with its tenant's name: (key id, tenant), in id order.
+    pub async fn active_api_keys_with_tenants(&self) -> Result<Vec<(String, String)>> {
+        let rows = sqlx::query(
+            "SELECT k.id AS id, t.name AS tenant_name FROM api_keys k \
+             JOIN principals p ON p.id = k.principal_id JOIN tenants t ON t.id = p.tenant_id \
+             WHERE k.revoked_at IS NULL ORDER BY k.id",
         )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("id")?, row.try_get("tenant_name")?)))
+            .collect()
     }
 
     /// Revokes a key; later checks refuse it. Revoking twice keeps the first time.

@@ -584,15 +584,16 @@ async fn api_keys(catalog: &Catalog) {
             .unwrap(),
         Err(KeyRefusal::WrongSecret)
     );
-    let in_force = catalog.active_api_key_ids().await.unwrap();
-    assert!(in_force.contains(&key.id) && in_force.contains(&other.id));
+    let in_force = catalog.active_api_keys_with_tenants().await.unwrap();
+    let acme = |id: &str| (id.to_owned(), "acme".to_owned());
+    assert!(in_force.contains(&acme(&key.id)) && in_force.contains(&acme(&other.id)));
     catalog.revoke_api_key(&key.id).await.unwrap();
     assert_eq!(
         catalog.verify_api_key(&key.id, &key.secret).await.unwrap(),
         Err(KeyRefusal::Revoked)
     );
-    let in_force = catalog.active_api_key_ids().await.unwrap();
-    assert!(!in_force.contains(&key.id) && in_force.contains(&other.id));
+    let in_force = catalog.active_api_keys_with_tenants().await.unwrap();
+    assert!(!in_force.contains(&acme(&key.id)) && in_force.contains(&acme(&other.id)));
     assert!(catalog.api_keys(&alice.id).await.unwrap()[0]
         .revoked_at
         .is_some());

@@ -50,6 +50,12 @@ pub fn into_chunks(snapshot: pb::MetadataSnapshot, budget: usize) -> Vec<pb::Met
     for key in snapshot.api_keys {
         chunker.room(field_len(key.len())).api_keys.push(key);
     }
+    for key in snapshot.keys_in_force {
+        chunker
+            .room(field_len(key.encoded_len()))
+            .keys_in_force
+            .push(key);
+    }
     let Chunker {
         mut done, current, ..
     } = chunker;
@@ -157,6 +163,7 @@ impl Assembler {
                 partial.acls.extend(chunk.acls);
                 partial.quotas.extend(chunk.quotas);
                 partial.api_keys.extend(chunk.api_keys);
+                partial.keys_in_force.extend(chunk.keys_in_force);
                 partial
             }
         };
@@ -253,6 +260,12 @@ mod tests {
             quotas: Vec::new(),
             api_keys: (0..acls).map(|i| format!("key-{i}")).collect(),
             more: false,
+            keys_in_force: (0..acls)
+                .map(|i| pb::ApiKeyInForce {
+                    id: format!("key-{i}"),
+                    tenant: "acme".to_owned(),
+                })
+                .collect(),
         }
     }
 
@@ -285,6 +298,7 @@ mod tests {
         assert_eq!(chunks[0].brokers.len(), 1);
         assert!(chunks[1..4].iter().all(|c| c.acls.len() == 1));
         assert_eq!(chunks[4].api_keys.len(), 3);
+        assert_eq!(chunks[4].keys_in_force.len(), 3);
     }
 
     #[test]

@@ -109,6 +109,8 @@ impl ChildBroker {
                 "127.0.0.1:0",
                 "--gateway-grpc-listen",
                 "127.0.0.1:0",
+                "--kafka-sasl-listen",
+                "127.0.0.1:0",
             ])
             .env("SKEIN_BROKER_GROUP_INITIAL_REBALANCE_DELAY_MS", "0");
         let mut this = Self::spawn("skein", binary, port, command.stdout(Stdio::piped()))?;

@@ -12,8 +12,12 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
+use kafka_protocol::messages::ApiKey;
+
 use crate::frame::FrameCodec;
+use crate::listeners::ListenerInfo;
 use crate::router::{self, Reply};
+use crate::sasl::{SaslState, Session};
 use crate::Broker;
 
 /// Why a connection was closed.
@@ -29,6 +33,12 @@ pub(crate) enum ConnectionError {
     UnknownApiKey { api_key: i16 },
     #[error("api key {api_key} version {version} is not supported")]
     UnsupportedVersion { api_key: i16, version: i16 },
+    #[error("api key {api_key} before SASL authentication on listener {listener}")]
+    Unauthenticated { api_key: i16, listener: String },
+    #[error("SASL authentication failed")]
+    AuthenticationFailed,
+    #[error("the API key {key_id:?} this connection authenticated with is no longer in force")]
+    KeyRevoked { key_id: String },
     #[error("malformed request for api key {api_key} version {version}: {reason}")]
     Malformed {
         api_key: i16,
@@ -51,10 +61,15 @@ async fn write_frame(out: &mut BufWriter<OwnedWriteHalf>, body: &[u8]) -> std::i
     out.write_all(body).await
 }
 
-pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), ConnectionError> {
+pub(crate) async fn run(
+    stream: TcpStream,
+    broker: Arc<Broker>,
+    listener: Arc<ListenerInfo>,
+) -> Result<(), ConnectionError> {
     let peer = stream
         .peer_addr()
         .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()));
+    let session = Session::new(listener, peer);
     let (read, write) = stream.into_split();
     let mut requests = FramedRead::new(read, FrameCodec::new(broker.config.max_request_bytes));
     let idle_ms = broker.config.connections_max_idle_ms;
@@ -82,10 +97,22 @@ pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), Co
                 break;
             };
             let frame = frame.map_err(ConnectionError::Frame)?;
-            if let Reply::Response(bytes) = handle_frame(frame, &broker, &peer).await? {
+            if let SaslState::Handshaken { raw: true, .. } = session.state() {
+                // After SaslHandshake v0 the token comes bare; an empty frame says yes.
+                raw_token(&frame, &broker, &session).await?;
+                if responses.send(Bytes::new()).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            if let Reply::Response(bytes) = handle_frame(frame, &broker, &session).await? {
                 if responses.send(bytes).await.is_err() {
                     break; // the writer failed; its error is reported below
                 }
+            }
+            if session.state() == SaslState::Failed {
+                // The refusal is sent; nothing more is read.
+                return Err(ConnectionError::AuthenticationFailed);
             }
         }
         Ok(())
@@ -103,7 +130,7 @@ pub(crate) async fn run(stream: TcpStream, broker: Arc<Broker>) -> Result<(), Co
 async fn handle_frame(
     frame: BytesMut,
     broker: &Broker,
-    peer: &str,
+    session: &Session,
 ) -> Result<Reply, ConnectionError> {
     if frame.len() < 8 {
         return Err(ConnectionError::ShortHeader { len: frame.len() });
@@ -111,6 +138,63 @@ async fn handle_frame(
     let mut peek = &frame[..];
     let api_key = peek.get_i16();
     let version = peek.get_i16();
+    admit(api_key, broker, session)?;
     let bytes: Bytes = frame.freeze();
-    router::dispatch(broker, api_key, version, bytes, peer).await
+    router::dispatch(broker, api_key, version, bytes, session).await
+}
+
+/// Authenticates with a bare PLAIN token (after SaslHandshake v0); a refusal closes the
+/// connection, as Kafka does for this framing.
+async fn raw_token(
+    token: &[u8],
+    broker: &Broker,
+    session: &Session,
+) -> Result<(), ConnectionError> {
+    let authenticated = match crate::sasl::parse_plain(token) {
+        Ok(credentials) => broker.authenticate(&credentials).await,
+        Err(e) => Err(e),
+    };
+    match authenticated {
+        Ok(who) => {
+            session.set_state(SaslState::Authenticated(who));
+            Ok(())
+        }
+        Err(e) => {
+            tracing::info!(peer = %session.peer, reason = %e, "SASL authentication failed");
+            session.set_state(SaslState::Failed);
+            Err(ConnectionError::AuthenticationFailed)
+        }
+    }
+}
+
+/// Whether a request may be handled on this connection: on a SASL listener only ApiVersions
+/// and the SASL APIs come before authentication, and a connection whose API key has left
+/// force is closed at its next request.
+fn admit(api_key: i16, broker: &Broker, session: &Session) -> Result<(), ConnectionError> {
+    if !session.listener.protocol.requires_sasl() {
+        return Ok(());
+    }
+    match session.state() {
+        SaslState::Authenticated(who) => {
+            if who.still_valid(&broker.keys) {
+                Ok(())
+            } else {
+                Err(ConnectionError::KeyRevoked { key_id: who.key_id })
+            }
+        }
+        _ if [
+            ApiKey::ApiVersions,
+            ApiKey::SaslHandshake,
+            ApiKey::SaslAuthenticate,
+        ]
+        .iter()
+        .any(|k| *k as i16 == api_key) =>
+        {
+            Ok(())
+        }
+        _ => Err(ConnectionError::Unauthenticated {
+            api_key,
+            listener: session.listener.name.clone(),
+        }),
+    }
 }

@@ -151,6 +151,42 @@ impl ControllerLink {
             .collect()
     }
 
+    /// The ids of this tenant's API keys in force, in a snapshot.
+    pub fn keys_of(&self, snapshot: &pb::MetadataSnapshot) -> std::collections::HashSet<String> {
+        snapshot
+            .keys_in_force
+            .iter()
+            .filter(|k| k.tenant == self.identity.tenant)
+            .map(|k| k.id.clone())
+            .collect()
+    }
+
+    /// The principal an API key of this tenant authenticates (SASL/PLAIN); a refused key
+    /// is `Unauthenticated`.
+    pub async fn authenticate_api_key(
+        &self,
+        key_id: &str,
+        secret: &str,
+    ) -> Result<String, ControllerError> {
+        let request = pb::AuthenticateApiKeyRequest {
+            key_id: key_id.to_owned(),
+            secret: secret.to_owned(),
+        };
+        let answer = self
+            .call(request, |mut c, r| async move {
+                c.authenticate_api_key(r).await
+            })
+            .await?;
+        if answer.tenant != self.identity.tenant {
+            return Err(ControllerError {
+                code: tonic::Code::Unauthenticated,
+                reason: Reason::Unspecified,
+                message: "the API key belongs to another tenant".to_owned(),
+            });
+        }
+        Ok(answer.principal)
+    }
+
     /// This tenant's tenant-wide quota in a snapshot.
     pub fn quota_of(&self, snapshot: &pb::MetadataSnapshot) -> Option<pb::Quota> {
         snapshot

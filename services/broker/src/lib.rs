@@ -10,6 +10,7 @@
 //! - `handler/<api>.rs`, one file per Kafka API, reads topics through [`TopicRegistry`] and
 //!   partitions through the [`ReplicaManager`] (`replica/`), never a log directly.
 
+mod authz;
 pub mod config;
 mod connection;
 pub mod controller_link;
@@ -19,6 +20,7 @@ mod group;
 mod handler;
 mod isr;
 mod listener;
+pub mod listeners;
 mod node;
 mod producer;
 mod quota;
@@ -26,6 +28,7 @@ pub mod replica;
 mod replica_fetcher;
 mod replication_throttle;
 mod router;
+pub mod sasl;
 pub mod topics;
 
 use std::sync::Arc;
@@ -89,9 +92,21 @@ pub struct Broker {
     leader_throttle: replication_throttle::ReplicationThrottle,
     /// `follower.replication.throttled.rate`, shared by this broker's throttled fetches.
     follower_throttle: replication_throttle::ReplicationThrottle,
+    /// API keys presented over SASL/PLAIN, as the controller checked them.
+    keys: sasl::KeyChecker,
 }
 
 impl Broker {
+    /// The principal an API key presented over SASL/PLAIN authenticates.
+    pub(crate) async fn authenticate(
+        &self,
+        credentials: &sasl::PlainCredentials<'_>,
+    ) -> Result<sasl::Authenticated, sasl::SaslError> {
+        self.keys
+            .authenticate(self.controller.as_ref(), credentials)
+            .await
+    }
+
     /// The replication factor of a topic created without one: `default.replication.factor`
     /// in a cluster; a broker on its own holds every partition's one replica.
     pub(crate) fn default_replication_factor(&self) -> i32 {
@@ -123,12 +138,14 @@ impl Broker {
         topics.set_brokers(link.brokers_of(&first));
         let acls = link.acls_of(&first);
         let quota = link.quota_of(&first);
+        let keys = link.keys_of(&first);
         let controller = Some(link);
         let broker =
             tokio::task::spawn_blocking(move || Self::open_with(config, topics, controller))
                 .await??;
         *broker.acls.write() = acls;
         broker.quotas.set(quota);
+        broker.keys.set_in_force(keys);
         Ok((broker, snapshots))
     }
 
@@ -167,6 +184,7 @@ impl Broker {
                             }
                             *broker.acls.write() = link.acls_of(&snapshot);
                             broker.quotas.set(link.quota_of(&snapshot));
+                            broker.keys.set_in_force(link.keys_of(&snapshot));
                         }
                         Ok(None) | Err(_) => {
                             tracing::warn!("metadata stream ended; reopening");
@@ -238,6 +256,7 @@ impl Broker {
             doomed: parking_lot::Mutex::new(Vec::new()),
             leader_throttle,
             follower_throttle,
+            keys: sasl::KeyChecker::default(),
         }))
     }
 

@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::connection;
+use crate::listeners::ListenerInfo;
 use crate::Broker;
 
 /// Serves Kafka clients on `listener` until `shutdown` completes, then waits for open
@@ -15,6 +16,7 @@ use crate::Broker;
 /// background tasks.
 pub(crate) async fn serve(
     listener: TcpListener,
+    info: Arc<ListenerInfo>,
     broker: Arc<Broker>,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -38,8 +40,9 @@ pub(crate) async fn serve(
                     };
                     let _ = stream.set_nodelay(true);
                     let broker = Arc::clone(&broker);
+                    let info = Arc::clone(&info);
                     connections.spawn(async move {
-                        if let Err(e) = connection::run(stream, broker).await {
+                        if let Err(e) = connection::run(stream, broker, info).await {
                             tracing::info!(%peer, reason = %e, "closed connection");
                         }
                         drop(slot);

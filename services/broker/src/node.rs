@@ -8,6 +8,7 @@
 //! idle groups' offsets and idle producers forgotten), retention and compaction, and on a
 //! controller, heartbeats and following the metadata stream.
 
+use crate::listeners::{ListenerInfo, SecurityProtocol};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,8 +45,10 @@ impl Default for NodeSettings {
 pub struct Node {
     broker: Arc<Broker>,
     address: SocketAddr,
-    stop: tokio::sync::oneshot::Sender<()>,
-    server: JoinHandle<()>,
+    /// Tells every listener to stop accepting.
+    stop_serving: watch::Sender<bool>,
+    /// One accept loop per listener.
+    servers: Vec<JoinHandle<()>>,
     /// Tasks that stop when told (they may be in the middle of blocking work on the logs).
     stop_tasks: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -54,6 +57,24 @@ pub struct Node {
     /// The controller, for a broker joined to one: asked to move leadership away before
     /// the broker stops.
     link: Option<ControllerLink>,
+}
+
+/// One listener's accept loop, until `stop` says so.
+fn spawn_server(
+    broker: &Arc<Broker>,
+    listener: TcpListener,
+    info: ListenerInfo,
+    stop: &watch::Sender<bool>,
+) -> JoinHandle<()> {
+    let mut stopping = stop.subscribe();
+    tokio::spawn(crate::serve(
+        listener,
+        Arc::new(info),
+        Arc::clone(broker),
+        async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
+        },
+    ))
 }
 
 /// How long a stopping broker waits for its leaderships to move away.
@@ -141,15 +162,19 @@ impl Node {
                 stopping,
             ),
         ];
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(crate::serve(listener, Arc::clone(&broker), async {
-            let _ = stopped.await;
-        }));
+        let (stop_serving, _) = watch::channel(false);
+        let info = ListenerInfo {
+            name: "PLAINTEXT".to_owned(),
+            protocol: SecurityProtocol::Plaintext,
+            advertised_host: broker.config.advertised_host.clone(),
+            advertised_port: broker.config.advertised_port,
+        };
+        let server = spawn_server(&broker, listener, info, &stop_serving);
         Ok(Self {
             broker,
             address,
-            stop,
-            server,
+            stop_serving,
+            servers: vec![server],
             stop_tasks,
             tasks,
             aborted,
@@ -159,6 +184,13 @@ impl Node {
 
     pub fn broker(&self) -> &Arc<Broker> {
         &self.broker
+    }
+
+    /// Serves Kafka clients on one more listener (a SASL one beside the inter-broker
+    /// listener the broker registered), until shutdown.
+    pub fn add_listener(&mut self, listener: TcpListener, info: ListenerInfo) {
+        let server = spawn_server(&self.broker, listener, info, &self.stop_serving);
+        self.servers.push(server);
     }
 
     /// The address the Kafka listener is bound to.
@@ -171,8 +203,8 @@ impl Node {
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let Self {
             broker,
-            stop,
-            server,
+            stop_serving,
+            servers,
             stop_tasks,
             tasks,
             aborted,
@@ -182,8 +214,10 @@ impl Node {
         if let Some(link) = link {
             controlled_shutdown(&broker, &link).await;
         }
-        let _ = stop.send(());
-        server.await.context("the Kafka listener failed")?;
+        let _ = stop_serving.send(true);
+        for server in servers {
+            server.await.context("a Kafka listener failed")?;
+        }
         for task in aborted {
             task.stop().await;
         }

@@ -13,6 +13,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::connection::ConnectionError;
 use crate::handler;
 use crate::quota::{throttle_ms, Metered};
+use crate::sasl::Session;
 use crate::Broker;
 
 /// What the connection sends back.
@@ -28,7 +29,16 @@ pub(crate) struct Call<'a> {
     pub version: i16,
     pub client_id: &'a str,
     pub peer: &'a str,
+    /// The connection's listener and authentication.
+    pub session: &'a Session,
     correlation_id: i32,
+}
+
+impl<'a> Call<'a> {
+    /// What this request's principal may do.
+    pub(crate) fn access(&self) -> crate::authz::Access<'a> {
+        crate::authz::Access::new(self.broker, self.session.principal(), self.peer)
+    }
 }
 
 /// A Kafka API: its message types, the versions answered and the handler.
@@ -94,7 +104,7 @@ pub(crate) static ROUTES: &[Route] = {
     use handler::{
         acls, admin, api_versions, configs, describe_topic_partitions, elect_leaders, fetch, group,
         init_producer_id, list_offsets, log_dirs, metadata, offset_for_leader_epoch, produce,
-        reassignments,
+        reassignments, sasl,
     };
     &[
         Route::of::<produce::Produce>(),
@@ -131,6 +141,8 @@ pub(crate) static ROUTES: &[Route] = {
         Route::of::<elect_leaders::ElectLeaders>(),
         Route::of::<reassignments::AlterPartitionReassignments>(),
         Route::of::<reassignments::ListPartitionReassignments>(),
+        Route::of::<sasl::SaslHandshake>(),
+        Route::of::<sasl::SaslAuthenticate>(),
     ]
 };
 
@@ -144,7 +156,7 @@ pub(crate) async fn dispatch(
     api_key: i16,
     version: i16,
     frame: Bytes,
-    peer: &str,
+    session: &Session,
 ) -> Result<Reply, ConnectionError> {
     let key = ApiKey::try_from(api_key).map_err(|()| ConnectionError::UnknownApiKey { api_key })?;
     let route = route(key).filter(|route| (route.min..=route.max).contains(&version));
@@ -169,7 +181,8 @@ pub(crate) async fn dispatch(
         broker,
         version,
         client_id,
-        peer,
+        peer: &session.peer,
+        session,
         correlation_id: header.correlation_id,
     };
     (route.serve)(call, body).await

@@ -30,7 +30,11 @@ struct Client {
 
 impl Client {
     fn connect(broker: &TestBroker) -> Self {
-        let stream = TcpStream::connect(broker.addr).unwrap();
+        Self::connect_to(broker.addr)
+    }
+
+    fn connect_to(addr: std::net::SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
@@ -1076,4 +1080,94 @@ fn a_brokers_replication_throttles_change_while_it_runs_and_nothing_else_does() 
         unlimited,
         "nothing changed"
     );
+}
+
+/// Whether the broker closed the connection (a read finds its end).
+fn closed(client: &mut Client) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(client.stream.read(&mut byte), Ok(0))
+        || matches!(client.stream.read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+}
+
+#[test]
+fn a_sasl_listener_answers_nothing_but_sasl_before_authentication() {
+    use kafka_protocol::messages::{
+        ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, SaslAuthenticateRequest,
+        SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+    };
+    use kafka_protocol::ResponseError;
+    let mut broker = TestBroker::start();
+    let sasl = broker.add_sasl_listener();
+
+    // ApiVersions is answered, and names the SASL APIs.
+    let mut client = Client::connect_to(sasl);
+    let versions: ApiVersionsResponse = client.call(18, 3, &ApiVersionsRequest::default());
+    let range = |key: i16| {
+        versions
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == key)
+            .map(|k| (k.min_version, k.max_version))
+    };
+    assert_eq!(range(17), Some((0, 1)));
+    assert_eq!(range(36), Some((0, 2)));
+    // Anything else before authentication closes the connection, unanswered.
+    let frame = client.frame(3, 12, &MetadataRequest::default());
+    client.stream.write_all(&frame).unwrap();
+    assert!(closed(&mut client));
+
+    // A mechanism not offered is refused with the list, and the connection closed.
+    let mut client = Client::connect_to(sasl);
+    let refused: SaslHandshakeResponse = client.call(
+        17,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("GSSAPI")),
+    );
+    assert_eq!(
+        refused.error_code,
+        ResponseError::UnsupportedSaslMechanism.code()
+    );
+    assert_eq!(refused.mechanisms, vec![StrBytes::from_static_str("PLAIN")]);
+    assert!(closed(&mut client));
+
+    // PLAIN: a malformed token, and a well-formed one this broker on its own cannot check
+    // (it has no control plane), are both refused with SASL_AUTHENTICATION_FAILED.
+    for token in [&b"no separators"[..], b"\0key\0secret"] {
+        let mut client = Client::connect_to(sasl);
+        let handshake: SaslHandshakeResponse = client.call(
+            17,
+            1,
+            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("plain")),
+        );
+        assert_eq!(handshake.error_code, 0);
+        let answer: SaslAuthenticateResponse = client.call(
+            36,
+            2,
+            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(token)),
+        );
+        assert_eq!(
+            answer.error_code,
+            ResponseError::SaslAuthenticationFailed.code()
+        );
+        assert!(answer.error_message.is_some());
+        assert!(closed(&mut client));
+    }
+
+    // SaslAuthenticate without a handshake is out of order.
+    let mut client = Client::connect_to(sasl);
+    let answer: SaslAuthenticateResponse = client.call(
+        36,
+        1,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0k\0s")),
+    );
+    assert_eq!(answer.error_code, ResponseError::IllegalSaslState.code());
+
+    // On a listener without SASL, a handshake is out of place.
+    let mut client = Client::connect(&broker);
+    let answer: SaslHandshakeResponse = client.call(
+        17,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    );
+    assert_eq!(answer.error_code, ResponseError::IllegalSaslState.code());
 }

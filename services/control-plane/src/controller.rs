@@ -252,7 +252,14 @@ impl ControllerService {
                 partitions: quota.partitions,
             })
             .collect();
-        let api_keys = self.catalog.active_api_key_ids().await?;
+        let keys_in_force: Vec<_> = self
+            .catalog
+            .active_api_keys_with_tenants()
+            .await?
+            .into_iter()
+            .map(|(id, tenant)| pb::ApiKeyInForce { id, tenant })
+            .collect();
+        let api_keys = keys_in_force.iter().map(|k| k.id.clone()).collect();
         Ok(Some(pb::MetadataSnapshot {
             version: 0,
             brokers,
@@ -261,6 +268,7 @@ impl ControllerService {
             quotas,
             api_keys,
             more: false,
+            keys_in_force,
         }))
     }
 }
@@ -350,6 +358,7 @@ fn visible_to(
     snapshot.acls.retain(|a| caller.serves(&a.tenant));
     snapshot.quotas.retain(|q| caller.serves(&q.tenant));
     snapshot.api_keys.clear();
+    snapshot.keys_in_force.retain(|k| caller.serves(&k.tenant));
     snapshot
 }
 
@@ -863,7 +872,11 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::AuthenticateApiKeyRequest>,
     ) -> Result<Response<pb::AuthenticateApiKeyResponse>, Status> {
-        credentials::caller(&request)?.require(Role::Gateway)?;
+        // Gateways check keys of every tenant, brokers (SASL/PLAIN) those of their own.
+        let caller = credentials::caller(&request)?;
+        if caller.role != Role::Gateway {
+            caller.require(Role::Broker)?;
+        }
         let request = request.into_inner();
         match self
             .catalog
@@ -871,6 +884,10 @@ impl Controller for ControllerService {
             .await
             .map_err(status)?
         {
+            Ok((tenant, _)) if caller.role == Role::Broker && !caller.serves(&tenant) => {
+                tracing::info!(key = %request.key_id, "API key of another tenant refused");
+                Err(Status::unauthenticated("the API key is not valid"))
+            }
             Ok((tenant, principal)) => Ok(Response::new(pb::AuthenticateApiKeyResponse {
                 tenant,
                 principal,

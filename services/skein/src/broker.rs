@@ -45,7 +45,11 @@ pub(crate) fn run(args: BrokerArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
-    let (listener, config) = args.listener.bind().await?;
+    let crate::listener_args::Bound {
+        listener,
+        config,
+        extra,
+    } = args.listener.bind().await?;
     let address = listener.local_addr()?;
     let identity = identity(&config, &args.tenant);
     let credential =
@@ -62,7 +66,7 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
     // before the logs are closed.
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
-    let node = Node::start_controlled(
+    let mut node = Node::start_controlled(
         config,
         listener,
         link,
@@ -70,8 +74,21 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
             .node_settings(Duration::from_secs(args.heartbeat_interval_secs.max(1))),
     )
     .await?;
+    // One line, the other listeners on it too: scripts read the addresses from it.
+    let mut others = String::new();
+    for (listener, info) in extra {
+        others.push_str(&format!(
+            "; listener {} ({}) on {} advertised as {}:{}",
+            info.name,
+            info.protocol,
+            listener.local_addr()?,
+            info.advertised_host,
+            info.advertised_port
+        ));
+        node.add_listener(listener, info);
+    }
     println!(
-        "skein broker: node {} serving tenant {:?} on {address}; controller {}",
+        "skein broker: node {} serving tenant {:?} on {address}; controller {}{others}",
         node.broker().config.node_id,
         args.tenant,
         args.control_plane.join(",")

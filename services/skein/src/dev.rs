@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use skein_broker::controller_link::ControllerLink;
+use skein_broker::listeners::{ListenerInfo, SecurityProtocol};
 use skein_broker::Node;
 use skein_catalog::{Catalog, CatalogError};
 use skein_control_plane::{
@@ -44,6 +45,14 @@ pub(crate) struct DevArgs {
         default_value = "127.0.0.1:9090"
     )]
     gateway_grpc_listen: SocketAddr,
+    /// Address of the SASL_PLAINTEXT Kafka listener, where clients authenticate with an API
+    /// key over SASL/PLAIN (port 0 picks a free one); not bound when --listeners is given
+    #[arg(
+        long,
+        env = "SKEIN_KAFKA_SASL_LISTEN",
+        default_value = "127.0.0.1:9192"
+    )]
+    kafka_sasl_listen: SocketAddr,
     /// Brokers in the cluster (1 to 9): brokers 1 and up run as child `skein broker`
     /// processes on the Kafka ports after this one's, so killing one shows failover; topics
     /// get min(3, N) replicas
@@ -72,7 +81,11 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     );
     std::fs::create_dir_all(&args.listener.data_dir)
         .with_context(|| format!("failed to create {}", args.listener.data_dir.display()))?;
-    let (listener, mut config) = args.listener.bind().await?;
+    let crate::listener_args::Bound {
+        listener,
+        mut config,
+        extra,
+    } = args.listener.bind().await?;
     let address = listener.local_addr()?;
     let replication_factor = i32::from(args.brokers.min(3));
     if args.brokers > 1 {
@@ -128,13 +141,42 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     .await
     .context("the broker could not register with the in-process controller")?;
     import_local_topics(&args.listener.data_dir, &controller.topics).await?;
-    let node = Node::start_controlled(
+    let mut node = Node::start_controlled(
         config,
         listener,
         link,
         args.listener.node_settings(Duration::from_secs(1)),
     )
     .await?;
+    let mut sasl_address = extra
+        .iter()
+        .find(|(_, info)| info.protocol == SecurityProtocol::SaslPlaintext)
+        .map(|(_, info)| format!("{}:{}", info.advertised_host, info.advertised_port));
+    for (listener, info) in extra {
+        node.add_listener(listener, info);
+    }
+    if args.listener.listeners.is_none() {
+        let listener = TcpListener::bind(args.kafka_sasl_listen)
+            .await
+            .with_context(|| {
+                format!(
+                    "failed to bind the SASL_PLAINTEXT listener on {}",
+                    args.kafka_sasl_listen
+                )
+            })?;
+        let bound = listener.local_addr()?;
+        node.add_listener(
+            listener,
+            ListenerInfo {
+                name: "SASL_PLAINTEXT".to_owned(),
+                protocol: SecurityProtocol::SaslPlaintext,
+                advertised_host: bound.ip().to_string(),
+                advertised_port: bound.port(),
+            },
+        );
+        sasl_address = Some(bound.to_string());
+    }
+    let dev_key = dev_api_key(&catalog, &args.listener.data_dir).await?;
     let children = crate::dev_brokers::ChildBrokers {
         controller: controller.url.clone(),
         token: broker_token,
@@ -226,6 +268,20 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     }
     let dev_token = dev_token(&secret)?;
     println!("kafka: bootstrap server {address} (tenant {DEV_TENANT:?}; topics are created on first use)");
+    if let Some(sasl) = &sasl_address {
+        let (id, secret) = &dev_key;
+        println!(
+            "kafka (SASL/PLAIN, API key {id} of principal {DEV_PRINCIPAL:?}): bootstrap server {sasl}"
+        );
+        println!(
+            "  kcat -b {sasl} -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN \
+             -X sasl.username={id} -X sasl.password={secret} -L"
+        );
+        println!(
+            "  confluent-kafka: {{\"bootstrap.servers\": \"{sasl}\", \"security.protocol\": \"SASL_PLAINTEXT\", \
+             \"sasl.mechanism\": \"PLAIN\", \"sasl.username\": \"{id}\", \"sasl.password\": \"{secret}\"}}"
+        );
+    }
     if args.brokers > 1 {
         println!(
             "cluster: {} brokers (node 0 in this process, nodes 1 to {} as child processes, \
@@ -421,6 +477,50 @@ async fn allow_dev_principal(catalog: &Catalog) -> anyhow::Result<()> {
             .context("failed to create the dev principal's ACLs")?;
     }
     Ok(())
+}
+
+/// The API key of the dev principal, for SASL/PLAIN clients: made once and kept in
+/// `<data>/dev-api-key` (mode 0600) as `id:secret`, since a secret is shown only once.
+async fn dev_api_key(
+    catalog: &Catalog,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<(String, String)> {
+    let path = data_dir.join("dev-api-key");
+    if let Ok(kept) = std::fs::read_to_string(&path) {
+        if let Some((id, secret)) = kept.trim().split_once(':') {
+            return Ok((id.to_owned(), secret.to_owned()));
+        }
+    }
+    let tenant = catalog.tenant_by_name(DEV_TENANT).await?;
+    let principal = match catalog.principal(&tenant.id, DEV_PRINCIPAL).await {
+        Ok(principal) => principal,
+        Err(CatalogError::NotFound { .. }) => {
+            catalog
+                .create_principal(
+                    &tenant.id,
+                    skein_catalog::PrincipalKind::ServiceAccount,
+                    DEV_PRINCIPAL,
+                )
+                .await?
+        }
+        Err(e) => return Err(e).context("failed to find the dev principal"),
+    };
+    let key = catalog
+        .create_api_key(&principal.id)
+        .await
+        .context("failed to make the dev API key")?;
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("failed to write {}", path.display()))?
+    };
+    std::io::Write::write_all(&mut file, format!("{}:{}\n", key.id, key.secret).as_bytes())?;
+    Ok((key.id, key.secret))
 }
 
 /// A 24-hour gateway token for the dev principal of the dev tenant.

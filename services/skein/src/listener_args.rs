@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use skein_broker::controller_link::BrokerIdentity;
+use skein_broker::listeners::{self, ListenerInfo, SecurityProtocol};
 use skein_broker::{BrokerConfig, NodeSettings};
 use tokio::net::TcpListener;
 
@@ -18,6 +19,23 @@ pub(crate) struct ListenerArgs {
     /// Address the Kafka listener binds (port 0 picks a free one)
     #[arg(long, env = "SKEIN_KAFKA_LISTEN", default_value = "127.0.0.1:9092")]
     pub(crate) kafka_listen: SocketAddr,
+    /// Kafka's `listeners`: NAME://host:port entries, comma-separated, in place of
+    /// --kafka-listen. The first PLAINTEXT one is the inter-broker listener the broker
+    /// registers; the others (SASL_PLAINTEXT) serve clients that authenticate
+    #[arg(long, env = "SKEIN_LISTENERS", conflicts_with = "kafka_listen")]
+    pub(crate) listeners: Option<String>,
+    /// Kafka's `advertised.listeners`: the address clients are told for each listener
+    /// (by name); a listener not named here advertises the address it is bound to
+    #[arg(long, env = "SKEIN_ADVERTISED_LISTENERS", requires = "listeners")]
+    pub(crate) advertised_listeners: Option<String>,
+    /// Kafka's `listener.security.protocol.map`: NAME:PROTOCOL pairs for listeners whose
+    /// names are not protocols (PLAINTEXT, SASL_PLAINTEXT)
+    #[arg(
+        long,
+        env = "SKEIN_LISTENER_SECURITY_PROTOCOL_MAP",
+        requires = "listeners"
+    )]
+    pub(crate) listener_security_protocol_map: Option<String>,
     /// A TOML configuration file (see `docs/configuration.md`)
     #[arg(long, env = "SKEIN_BROKER_CONFIG")]
     pub(crate) config: Option<PathBuf>,
@@ -27,21 +45,79 @@ pub(crate) struct ListenerArgs {
 }
 
 impl ListenerArgs {
-    /// Binds the Kafka listener and builds the broker's configuration (file, environment,
-    /// and the address clients were given).
-    pub(crate) async fn bind(&self) -> anyhow::Result<(TcpListener, BrokerConfig)> {
-        let listener = TcpListener::bind(self.kafka_listen)
-            .await
-            .with_context(|| {
-                format!("failed to bind the Kafka listener on {}", self.kafka_listen)
-            })?;
-        let address = listener.local_addr()?;
+    /// Binds the Kafka listeners and builds the broker's configuration (file, environment,
+    /// and the address clients are given): the inter-broker listener, and any others to
+    /// add once the node runs ([`skein_broker::Node::add_listener`]).
+    pub(crate) async fn bind(&self) -> anyhow::Result<Bound> {
         let mut config = BrokerConfig::new(&self.data_dir);
         crate::config::apply(&mut config, self.config.as_deref(), std::env::vars())?;
-        config.advertised_host = address.ip().to_string();
-        config.advertised_port = address.port();
-        Ok((listener, config))
+        let Some(listeners) = &self.listeners else {
+            let listener = bind(&self.kafka_listen.to_string(), "PLAINTEXT").await?;
+            let address = listener.local_addr()?;
+            config.advertised_host = address.ip().to_string();
+            config.advertised_port = address.port();
+            return Ok(Bound {
+                listener,
+                config,
+                extra: Vec::new(),
+            });
+        };
+        let protocols = listeners::parse_protocol_map(
+            self.listener_security_protocol_map.as_deref().unwrap_or(""),
+        )?;
+        let specs =
+            listeners::listener_specs(listeners, self.advertised_listeners.as_deref(), &protocols)?;
+        let inter_broker = specs
+            .iter()
+            .position(|s| s.protocol == SecurityProtocol::Plaintext)
+            .context(
+                "--listeners needs a PLAINTEXT listener: brokers replicate over it (and \
+                 register its address with the controller)",
+            )?;
+        let mut main = None;
+        let mut extra = Vec::new();
+        for (index, spec) in specs.into_iter().enumerate() {
+            let listener = bind(&spec.bind, &spec.name).await?;
+            let address = listener.local_addr()?;
+            let (host, port) = spec
+                .advertised
+                .unwrap_or_else(|| (address.ip().to_string(), address.port()));
+            if index == inter_broker {
+                config.advertised_host = host;
+                config.advertised_port = port;
+                main = Some(listener);
+            } else {
+                let info = ListenerInfo {
+                    name: spec.name,
+                    protocol: spec.protocol,
+                    advertised_host: host,
+                    advertised_port: port,
+                };
+                extra.push((listener, info));
+            }
+        }
+        let listener = main.context("the inter-broker listener was not bound")?;
+        Ok(Bound {
+            listener,
+            config,
+            extra,
+        })
     }
+}
+
+/// The bound Kafka listeners, and the configuration that advertises them.
+pub(crate) struct Bound {
+    /// The inter-broker (PLAINTEXT) listener, the one registered with the controller.
+    pub(crate) listener: TcpListener,
+    pub(crate) config: BrokerConfig,
+    /// Further listeners, each with what its clients are told.
+    pub(crate) extra: Vec<(TcpListener, ListenerInfo)>,
+}
+
+async fn bind(address: &str, name: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(address)
+        .await
+        .with_context(|| format!("failed to bind the Kafka listener {name} on {address}"))
 }
 
 /// Who a broker with `config` is to the controller, serving `tenant`.

@@ -27,6 +27,7 @@ use skein_auth::{
     ResourceType,
 };
 
+use crate::authz::Access;
 use crate::controller_link::{ControllerError, Reason};
 use crate::Broker;
 
@@ -68,11 +69,20 @@ fn controller_error(e: &ControllerError) -> ResponseError {
     }
 }
 
-pub(crate) fn describe(broker: &Broker, request: DescribeAclsRequest) -> DescribeAclsResponse {
+pub(crate) fn describe(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: DescribeAclsRequest,
+) -> DescribeAclsResponse {
     if broker.controller.is_none() {
         return DescribeAclsResponse::default()
             .with_error_code(ResponseError::SecurityDisabled.code())
             .with_error_message(Some(s(NO_AUTHORIZER)));
+    }
+    if !access.cluster(Operation::Describe) {
+        return DescribeAclsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(s("DESCRIBE on the cluster is needed")));
     }
     let selector = match filter(
         request.resource_type_filter,
@@ -136,9 +146,18 @@ fn binding(creation: &AclCreation) -> Result<AclBinding, AclError> {
 }
 
 /// Why a Kafka client may not change ACLs here, if it may not.
-fn acl_changes_refused(broker: &Broker) -> Option<(ResponseError, String)> {
+fn acl_changes_refused(broker: &Broker, access: &Access<'_>) -> Option<(ResponseError, String)> {
     if broker.controller.is_none() {
         return Some((ResponseError::SecurityDisabled, NO_AUTHORIZER.to_owned()));
+    }
+    // An authenticated principal needs ALTER on the cluster, as in Kafka.
+    if access.is_authenticated() {
+        return (!access.cluster(Operation::Alter)).then(|| {
+            (
+                ResponseError::ClusterAuthorizationFailed,
+                "ALTER on the cluster is needed to change ACLs".to_owned(),
+            )
+        });
     }
     (!broker.config.unauthenticated_acl_changes).then(|| {
         (
@@ -150,7 +169,11 @@ fn acl_changes_refused(broker: &Broker) -> Option<(ResponseError, String)> {
     })
 }
 
-pub(crate) async fn create(broker: &Broker, request: CreateAclsRequest) -> CreateAclsResponse {
+pub(crate) async fn create(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: CreateAclsRequest,
+) -> CreateAclsResponse {
     let mut results = Vec::with_capacity(request.creations.len());
     for creation in &request.creations {
         let failed = |code: ResponseError, message: String| {
@@ -158,7 +181,7 @@ pub(crate) async fn create(broker: &Broker, request: CreateAclsRequest) -> Creat
                 .with_error_code(code.code())
                 .with_error_message(Some(s(&message)))
         };
-        if let Some((code, message)) = acl_changes_refused(broker) {
+        if let Some((code, message)) = acl_changes_refused(broker, access) {
             results.push(failed(code, message));
             continue;
         }
@@ -201,13 +224,17 @@ fn matching(binding: &AclBinding) -> DeleteAclsMatchingAcl {
         .with_permission_type(binding.permission.code())
 }
 
-async fn delete_one(broker: &Broker, f: &DeleteAclsFilter) -> DeleteAclsFilterResult {
+async fn delete_one(
+    broker: &Broker,
+    access: &Access<'_>,
+    f: &DeleteAclsFilter,
+) -> DeleteAclsFilterResult {
     let failed = |code: ResponseError, message: String| {
         DeleteAclsFilterResult::default()
             .with_error_code(code.code())
             .with_error_message(Some(s(&message)))
     };
-    if let Some((code, message)) = acl_changes_refused(broker) {
+    if let Some((code, message)) = acl_changes_refused(broker, access) {
         return failed(code, message);
     }
     let Some(link) = &broker.controller else {
@@ -235,10 +262,14 @@ async fn delete_one(broker: &Broker, f: &DeleteAclsFilter) -> DeleteAclsFilterRe
     }
 }
 
-pub(crate) async fn delete(broker: &Broker, request: DeleteAclsRequest) -> DeleteAclsResponse {
+pub(crate) async fn delete(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: DeleteAclsRequest,
+) -> DeleteAclsResponse {
     let mut results = Vec::with_capacity(request.filters.len());
     for f in &request.filters {
-        results.push(delete_one(broker, f).await);
+        results.push(delete_one(broker, access, f).await);
     }
     DeleteAclsResponse::default().with_filter_results(results)
 }
@@ -253,7 +284,7 @@ impl Api for DescribeAcls {
     const VERSIONS: (i16, i16) = (1, 3);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(describe(call.broker, request))
+        Some(describe(call.broker, &call.access(), request))
     }
 }
 
@@ -267,7 +298,7 @@ impl Api for CreateAcls {
     const VERSIONS: (i16, i16) = (1, 3);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(create(call.broker, request).await)
+        Some(create(call.broker, &call.access(), request).await)
     }
 }
 
@@ -281,6 +312,6 @@ impl Api for DeleteAcls {
     const VERSIONS: (i16, i16) = (1, 3);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(delete(call.broker, request).await)
+        Some(delete(call.broker, &call.access(), request).await)
     }
 }

@@ -1,6 +1,9 @@
 //! The topic admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords and
 //! DescribeCluster.
 
+use skein_auth::Operation;
+
+use crate::authz::Access;
 use kafka_protocol::messages::ApiKey;
 
 use crate::router::{Api, Call};
@@ -56,11 +59,24 @@ fn topic_error(err: &TopicError) -> (i16, Option<StrBytes>) {
 
 pub(crate) async fn create_topics(
     broker: &Broker,
+    access: &Access<'_>,
     request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
+        // CREATE on the cluster or on the topic; a denied topic is not made.
+        if !access.may_create_topic(topic.name.as_str()) {
+            topics.push(
+                CreatableTopicResult::default()
+                    .with_name(topic.name)
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "CREATE on the cluster or the topic is needed",
+                    ))),
+            );
+            continue;
+        }
         topics.push(create_topic(broker, topic, request.validate_only, version).await);
     }
     CreateTopicsResponse::default().with_topics(topics)
@@ -230,6 +246,7 @@ fn only_here(broker: &Broker, assigned: &[Vec<i32>]) -> Result<(), String> {
 
 pub(crate) async fn delete_topics(
     broker: &Broker,
+    access: &Access<'_>,
     request: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
@@ -257,6 +274,18 @@ pub(crate) async fn delete_topics(
     };
     let mut responses = Vec::with_capacity(names.len());
     for name in names {
+        // DELETE on the topic; a denied one stays.
+        if let Some(denied) = name
+            .as_ref()
+            .filter(|name| !access.topic(Operation::Delete, name))
+        {
+            responses.push(
+                DeletableTopicResult::default()
+                    .with_name(Some(TopicName(StrBytes::from_string(denied.clone()))))
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+            );
+            continue;
+        }
         responses.push(delete_topic(broker, name, version).await);
     }
     DeleteTopicsResponse::default().with_responses(responses)
@@ -292,10 +321,20 @@ async fn delete_topic(broker: &Broker, name: Option<String>, version: i16) -> De
 
 pub(crate) async fn create_partitions(
     broker: &Broker,
+    access: &Access<'_>,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
+        // ALTER on the topic.
+        if !access.topic(Operation::Alter, topic.name.as_str()) {
+            results.push(
+                CreatePartitionsTopicResult::default()
+                    .with_name(topic.name)
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+            );
+            continue;
+        }
         results.push(create_partitions_of(broker, topic, request.validate_only).await);
     }
     CreatePartitionsResponse::default().with_results(results)
@@ -358,6 +397,7 @@ async fn create_partitions_of(
 
 pub(crate) fn delete_records(
     broker: &Broker,
+    access: &Access<'_>,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let topics = request
@@ -365,6 +405,8 @@ pub(crate) fn delete_records(
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.as_str().to_owned();
+            // DELETE on the topic.
+            let allowed = access.topic(Operation::Delete, &name);
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -372,6 +414,10 @@ pub(crate) fn delete_records(
                     let result = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
+                    if !allowed {
+                        return result
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let deleted = broker
                         .replicas
                         .leader(&name, p.partition_index, -1)
@@ -390,13 +436,16 @@ pub(crate) fn delete_records(
     DeleteRecordsResponse::default().with_topics(topics)
 }
 
-pub(crate) fn describe_cluster(broker: &Broker) -> DescribeClusterResponse {
+pub(crate) fn describe_cluster(
+    broker: &Broker,
+    listener: &crate::listeners::ListenerInfo,
+) -> DescribeClusterResponse {
     let node = BrokerId(broker.config.node_id);
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_static_str("skein"))
         .with_controller_id(node)
         .with_brokers(
-            super::metadata::cluster_brokers(broker)
+            super::metadata::cluster_brokers(broker, listener)
                 .into_iter()
                 .map(|b| {
                     DescribeClusterBroker::default()
@@ -419,7 +468,7 @@ impl Api for CreateTopics {
     const VERSIONS: (i16, i16) = (2, 7);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(create_topics(call.broker, request, call.version).await)
+        Some(create_topics(call.broker, &call.access(), request, call.version).await)
     }
 }
 
@@ -433,7 +482,7 @@ impl Api for DeleteTopics {
     const VERSIONS: (i16, i16) = (1, 6);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(delete_topics(call.broker, request, call.version).await)
+        Some(delete_topics(call.broker, &call.access(), request, call.version).await)
     }
 }
 
@@ -447,7 +496,7 @@ impl Api for CreatePartitions {
     const VERSIONS: (i16, i16) = (0, 3);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(create_partitions(call.broker, request).await)
+        Some(create_partitions(call.broker, &call.access(), request).await)
     }
 }
 
@@ -461,7 +510,7 @@ impl Api for DeleteRecords {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(delete_records(call.broker, request))
+        Some(delete_records(call.broker, &call.access(), request))
     }
 }
 
@@ -475,6 +524,6 @@ impl Api for DescribeCluster {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, _request: Self::Request) -> Option<Self::Response> {
-        Some(describe_cluster(call.broker))
+        Some(describe_cluster(call.broker, &call.session.listener))
     }
 }

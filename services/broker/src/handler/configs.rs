@@ -4,6 +4,9 @@
 //! `default.replication.factor`, `broker.rack`, ...), read-only, each with its type and
 //! whether it is the default.
 
+use skein_auth::Operation;
+
+use crate::authz::Access;
 use kafka_protocol::messages::ApiKey;
 
 use crate::router::{Api, Call};
@@ -276,8 +279,31 @@ fn broker_entries(
     Ok(entries)
 }
 
+/// Whether the principal may do `operation` on a config resource: the topic's own ACLs for
+/// a topic, the cluster's for a broker; else the authorization error to answer.
+fn config_access(
+    access: &Access<'_>,
+    resource_type: i8,
+    name: &str,
+    operation: Operation,
+) -> Result<(), (ResponseError, String)> {
+    match resource_type {
+        TOPIC if !access.topic(operation, name) => Err((
+            ResponseError::TopicAuthorizationFailed,
+            format!("{operation} on topic {name:?} is needed"),
+        )),
+        TOPIC => Ok(()),
+        _ if !access.cluster(operation) => Err((
+            ResponseError::ClusterAuthorizationFailed,
+            format!("{operation} on the cluster is needed"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn describe(
     broker: &Broker,
+    access: &Access<'_>,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
     let results = request
@@ -287,6 +313,16 @@ pub(crate) fn describe(
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
+            if let Err((code, message)) = config_access(
+                access,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+                Operation::DescribeConfigs,
+            ) {
+                return result
+                    .with_error_code(code.code())
+                    .with_error_message(Some(s(&message)));
+            }
             match resource.resource_type {
                 TOPIC => match broker.topics.get(resource.resource_name.as_str()) {
                     Some(info) => result.with_configs(entries(
@@ -387,10 +423,26 @@ fn alter_broker(
 
 pub(crate) async fn incremental_alter(
     broker: &Broker,
+    access: &Access<'_>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in request.resources {
+        if let Err((code, message)) = config_access(
+            access,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+            Operation::AlterConfigs,
+        ) {
+            responses.push(
+                AlterConfigsResourceResponse::default()
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name)
+                    .with_error_code(code.code())
+                    .with_error_message(Some(s(&message))),
+            );
+            continue;
+        }
         responses.push(alter_one(broker, resource, request.validate_only).await);
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
@@ -488,12 +540,29 @@ async fn store_overrides(
 
 /// The legacy AlterConfigs: each topic's overrides become exactly the entries given (a
 /// null value sets nothing), everything else back to its default.
-pub(crate) async fn alter(broker: &Broker, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub(crate) async fn alter(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in request.resources {
         let answer = AlterConfigsResponseEntry::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
+        if let Err((code, message)) = config_access(
+            access,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+            Operation::AlterConfigs,
+        ) {
+            responses.push(
+                answer
+                    .with_error_code(code.code())
+                    .with_error_message(Some(s(&message))),
+            );
+            continue;
+        }
         let outcome = async {
             if resource.resource_type != TOPIC {
                 return Err((
@@ -540,7 +609,7 @@ impl Api for DescribeConfigs {
     const VERSIONS: (i16, i16) = (1, 4);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(describe(call.broker, request))
+        Some(describe(call.broker, &call.access(), request))
     }
 }
 
@@ -554,7 +623,7 @@ impl Api for AlterConfigs {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(alter(call.broker, request).await)
+        Some(alter(call.broker, &call.access(), request).await)
     }
 }
 
@@ -568,6 +637,6 @@ impl Api for IncrementalAlterConfigs {
     const VERSIONS: (i16, i16) = (0, 1);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(incremental_alter(call.broker, request).await)
+        Some(incremental_alter(call.broker, &call.access(), request).await)
     }
 }

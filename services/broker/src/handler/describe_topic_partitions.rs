@@ -32,6 +32,7 @@ fn topic_name(name: &str) -> TopicName {
 
 pub(crate) async fn describe_topic_partitions(
     broker: &Broker,
+    listener: &crate::listeners::ListenerInfo,
     request: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     // (name, the topic if it exists), in name order.
@@ -77,7 +78,7 @@ pub(crate) async fn describe_topic_partitions(
         l if l <= 0 => MAX_PAGE,
         l => l.min(MAX_PAGE),
     };
-    let brokers = cluster_brokers(broker);
+    let brokers = cluster_brokers(broker, listener);
     let live = |id: &i32| brokers.iter().any(|b| b.node_id == *id);
     let ids = |list: &[i32]| list.iter().copied().map(BrokerId).collect::<Vec<_>>();
     let node = broker.config.node_id;
@@ -164,6 +165,27 @@ impl Api for DescribeTopicPartitions {
     const VERSIONS: (i16, i16) = (0, 0);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(describe_topic_partitions(call.broker, request).await)
+        // Topics the principal may not describe are refused, or left out of a listing.
+        let access = call.access();
+        let named = !request.topics.is_empty();
+        let mut response =
+            describe_topic_partitions(call.broker, &call.session.listener, request).await;
+        if named {
+            for topic in &mut response.topics {
+                let name = topic.name.as_ref().map_or("", |n| n.as_str());
+                if !access.topic(skein_auth::Operation::Describe, name) {
+                    topic.partitions.clear();
+                    topic.topic_id = uuid::Uuid::nil();
+                    topic.error_code =
+                        kafka_protocol::ResponseError::TopicAuthorizationFailed.code();
+                }
+            }
+        } else {
+            response.topics.retain(|topic| {
+                let name = topic.name.as_ref().map_or("", |n| n.as_str());
+                access.topic(skein_auth::Operation::Describe, name)
+            });
+        }
+        Some(response)
     }
 }

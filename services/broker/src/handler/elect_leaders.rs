@@ -28,9 +28,12 @@ fn answer_code(outcome: Outcome) -> ResponseError {
 
 pub(crate) async fn elect_leaders(
     broker: &Broker,
+    access: &crate::authz::Access<'_>,
     request: ElectLeadersRequest,
     version: i16,
 ) -> ElectLeadersResponse {
+    // ALTER on the cluster; every partition asked for is refused without it.
+    let allowed = access.cluster(skein_auth::Operation::Alter);
     let unclean = version >= 1 && request.election_type == UNCLEAN;
     let asked: Vec<(String, Vec<i32>)> = request
         .topic_partitions
@@ -40,6 +43,18 @@ pub(crate) async fn elect_leaders(
         .collect();
     // (topic, partition, error code)
     let results: Vec<(String, i32, i16)> = match &broker.controller {
+        _ if !allowed => asked
+            .into_iter()
+            .flat_map(|(topic, partitions)| {
+                partitions.into_iter().map(move |p| {
+                    (
+                        topic.clone(),
+                        p,
+                        ResponseError::ClusterAuthorizationFailed.code(),
+                    )
+                })
+            })
+            .collect(),
         None => asked
             .into_iter()
             .flat_map(|(topic, partitions)| {
@@ -91,7 +106,12 @@ pub(crate) async fn elect_leaders(
             ),
         }
     }
-    ElectLeadersResponse::default().with_replica_election_results(by_topic)
+    let response = ElectLeadersResponse::default().with_replica_election_results(by_topic);
+    if !allowed && version >= 1 {
+        response.with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+    } else {
+        response
+    }
 }
 
 /// ElectLeaders versions 0 to 2.
@@ -104,6 +124,6 @@ impl Api for ElectLeaders {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(elect_leaders(call.broker, request, call.version).await)
+        Some(elect_leaders(call.broker, &call.access(), request, call.version).await)
     }
 }

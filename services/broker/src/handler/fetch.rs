@@ -6,6 +6,11 @@
 //! (plus `forgotten_topics_data`), and the answer carries only partitions with something new.
 //! Epoch -1 is a fetch without a session (and closes the one named).
 
+use std::collections::HashSet;
+
+use skein_auth::Operation;
+
+use crate::authz::Access;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -36,7 +41,12 @@ fn follower_of(request: &FetchRequest) -> Option<i32> {
     (id >= 0).then_some(id)
 }
 
-pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16) -> FetchResponse {
+pub(crate) async fn handle(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: FetchRequest,
+    version: i16,
+) -> FetchResponse {
     let follower = follower_of(&request);
     // From v13 topics are named by id; an unknown id resolves to no name.
     let name_of = |name: &TopicName, id: &Uuid| -> String {
@@ -98,13 +108,20 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
             }
         }
     };
-    // A topic created a moment ago elsewhere is known before it is refused (by name; ids
-    // come from a client that already has the metadata).
     let mut named: Vec<&str> = targets.iter().map(|t| t.topic.as_str()).collect();
     named.sort_unstable();
     named.dedup();
+    // A consumer needs READ on each topic; a follower CLUSTER_ACTION on the cluster.
+    let replica_allowed = follower.is_none() || access.cluster(Operation::ClusterAction);
+    let denied: HashSet<String> = named
+        .iter()
+        .filter(|name| !replica_allowed || !access.topic(Operation::Read, name))
+        .map(|name| (*name).to_owned())
+        .collect();
+    // A topic created a moment ago elsewhere is known before it is refused (by name; ids
+    // come from a client that already has the metadata).
     for name in named.into_iter().filter(|n| !n.is_empty()) {
-        if !broker.topics.contains(name) {
+        if !denied.contains(name) && !broker.topics.contains(name) {
             let _ = broker.topics.lookup(name).await;
         }
     }
@@ -113,13 +130,14 @@ pub(crate) async fn handle(broker: &Broker, request: FetchRequest, version: i16)
     loop {
         // Register for the wake-up before reading, so a change in between is not missed.
         let appended = broker.replicas.readable();
-        let (partitions, bytes) = read_once(broker, &targets, max_bytes, version, follower);
+        let (partitions, bytes) =
+            read_once(broker, &targets, &denied, max_bytes, version, follower);
         let done = bytes >= request.min_bytes.max(0) as u64 || Instant::now() >= deadline;
         if done || tokio::time::timeout_at(deadline, appended).await.is_err() {
             let partitions = if done {
                 partitions
             } else {
-                read_once(broker, &targets, max_bytes, version, follower).0
+                read_once(broker, &targets, &denied, max_bytes, version, follower).0
             };
             return respond(
                 broker,
@@ -184,6 +202,7 @@ fn respond(
 fn read_once(
     broker: &Broker,
     targets: &[FetchTarget],
+    denied: &HashSet<String>,
     max_bytes: u64,
     version: i16,
     follower: Option<i32>,
@@ -201,6 +220,9 @@ fn read_once(
                 .with_log_start_offset(-1);
             if t.topic.is_empty() && version >= 13 {
                 return answer.with_error_code(ResponseError::UnknownTopicId.code());
+            }
+            if denied.contains(&t.topic) {
+                return answer.with_error_code(ResponseError::TopicAuthorizationFailed.code());
             }
             // Other brokers replicate the internal topics too; clients never see them.
             let found = match follower {
@@ -298,7 +320,7 @@ impl Api for Fetch {
     const METERED: Option<Metered> = Some(Metered::FetchBytes);
 
     async fn handle(call: &Call<'_>, request: FetchRequest) -> Option<FetchResponse> {
-        Some(handle(call.broker, request, call.version).await)
+        Some(handle(call.broker, &call.access(), request, call.version).await)
     }
 
     /// Replication is the cluster's traffic, not the tenant's.

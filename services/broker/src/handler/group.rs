@@ -1,7 +1,9 @@
 //! The group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 //! OffsetCommit, OffsetFetch, ListGroups and DescribeGroups.
 
+use crate::listeners::ListenerInfo;
 use kafka_protocol::messages::ApiKey;
+use skein_auth::Operation;
 
 use crate::router::{Api, Call};
 
@@ -47,11 +49,14 @@ const GROUP_KEY: i8 = 0;
 
 /// The broker that coordinates the tenant's groups: this one on its own; in a cluster the
 /// leader of `__consumer_offsets`, made by the controller on the first request.
-async fn group_coordinator(broker: &Broker) -> Result<(i32, String, i32), ResponseError> {
+async fn group_coordinator(
+    broker: &Broker,
+    listener: &ListenerInfo,
+) -> Result<(i32, String, i32), ResponseError> {
     let this = (
         broker.config.node_id,
-        broker.config.advertised_host.clone(),
-        broker.config.advertised_port as i32,
+        listener.advertised_host.clone(),
+        i32::from(listener.advertised_port),
     );
     if !broker.topics.is_controlled() {
         return Ok(this);
@@ -78,13 +83,14 @@ async fn group_coordinator(broker: &Broker) -> Result<(i32, String, i32), Respon
 
 pub(crate) async fn find_coordinator(
     broker: &Broker,
+    listener: &ListenerInfo,
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
     let this = Ok((
         broker.config.node_id,
-        broker.config.advertised_host.clone(),
-        broker.config.advertised_port as i32,
+        listener.advertised_host.clone(),
+        i32::from(listener.advertised_port),
     ));
     let groups = if version >= 4 {
         request.coordinator_keys.is_empty() || request.key_type == GROUP_KEY
@@ -93,7 +99,7 @@ pub(crate) async fn find_coordinator(
     };
     // Transactional ids are served where they are asked.
     let found = if groups {
-        group_coordinator(broker).await
+        group_coordinator(broker, listener).await
     } else {
         this
     };
@@ -642,6 +648,45 @@ pub(crate) async fn offset_delete(
     OffsetDeleteResponse::default().with_topics(topics)
 }
 
+/// GROUP_AUTHORIZATION_FAILED's code unless the principal may READ `group` (what joining,
+/// syncing, heartbeats, leaving and commits need).
+fn group_refusal(call: &Call<'_>, group: &str) -> Option<i16> {
+    (!call.access().group(Operation::Read, group))
+        .then(|| ResponseError::GroupAuthorizationFailed.code())
+}
+
+/// A refusal's code, or else whether this broker coordinates the groups.
+async fn checked(call: &Call<'_>, refused: Option<i16>) -> Result<(), i16> {
+    match refused {
+        Some(code) => Err(code),
+        None => coordinating(call.broker).await,
+    }
+}
+
+/// Every partition of `topics` answered with `code`.
+fn commit_errors(
+    topics: Vec<kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic>,
+    code: i16,
+) -> Vec<OffsetCommitResponseTopic> {
+    topics
+        .into_iter()
+        .map(|t| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
 /// Whether this broker coordinates the tenant's groups ([`Broker::coordinate`]); else the
 /// error code to answer with (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
 async fn coordinating(broker: &Broker) -> Result<(), i16> {
@@ -661,7 +706,55 @@ impl Api for FindCoordinator {
     const VERSIONS: (i16, i16) = (0, 6);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(find_coordinator(call.broker, request, call.version).await)
+        // DESCRIBE on the group (or transactional id) the key names.
+        let access = call.access();
+        let allowed = |key: &str, key_type: i8| {
+            if key_type == GROUP_KEY {
+                access.group(Operation::Describe, key)
+            } else {
+                access.transactional_id(Operation::Describe, key)
+            }
+        };
+        let denied = |key_type: i8| {
+            if key_type == GROUP_KEY {
+                ResponseError::GroupAuthorizationFailed
+            } else {
+                ResponseError::TransactionalIdAuthorizationFailed
+            }
+        };
+        let key_type = request.key_type;
+        if call.version < 4 && !allowed(request.key.as_str(), key_type) {
+            return Some(
+                FindCoordinatorResponse::default()
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(denied(key_type).code()),
+            );
+        }
+        let refused: Vec<StrBytes> = request
+            .coordinator_keys
+            .iter()
+            .filter(|key| !allowed(key.as_str(), key_type))
+            .cloned()
+            .collect();
+        let mut request = request;
+        request
+            .coordinator_keys
+            .retain(|key| !refused.contains(key));
+        let nothing_left = call.version >= 4 && request.coordinator_keys.is_empty();
+        let mut response = if nothing_left {
+            FindCoordinatorResponse::default()
+        } else {
+            find_coordinator(call.broker, &call.session.listener, request, call.version).await
+        };
+        response.coordinators.extend(refused.into_iter().map(|key| {
+            CoordinatorEntry::default()
+                .with_key(key)
+                .with_node_id(BrokerId(-1))
+                .with_port(-1)
+                .with_error_code(denied(key_type).code())
+        }));
+        Some(response)
     }
 }
 
@@ -675,7 +768,8 @@ impl Api for JoinGroup {
     const VERSIONS: (i16, i16) = (0, 9);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        if let Err(code) = coordinating(call.broker).await {
+        let refused = group_refusal(call, request.group_id.as_str());
+        if let Err(code) = checked(call, refused).await {
             return Some(
                 JoinGroupResponse::default()
                     .with_error_code(code)
@@ -706,7 +800,8 @@ impl Api for SyncGroup {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        if let Err(code) = coordinating(call.broker).await {
+        let refused = group_refusal(call, request.group_id.as_str());
+        if let Err(code) = checked(call, refused).await {
             return Some(SyncGroupResponse::default().with_error_code(code));
         }
         Some(sync_group(call.broker, request, call.version).await)
@@ -723,7 +818,8 @@ impl Api for Heartbeat {
     const VERSIONS: (i16, i16) = (0, 4);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        if let Err(code) = coordinating(call.broker).await {
+        let refused = group_refusal(call, request.group_id.as_str());
+        if let Err(code) = checked(call, refused).await {
             return Some(HeartbeatResponse::default().with_error_code(code));
         }
         Some(heartbeat(call.broker, request))
@@ -740,7 +836,8 @@ impl Api for LeaveGroup {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        if let Err(code) = coordinating(call.broker).await {
+        let refused = group_refusal(call, request.group_id.as_str());
+        if let Err(code) = checked(call, refused).await {
             return Some(LeaveGroupResponse::default().with_error_code(code));
         }
         Some(leave_group(call.broker, request, call.version))
@@ -757,28 +854,24 @@ impl Api for OffsetCommit {
     const VERSIONS: (i16, i16) = (2, 9);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        if let Err(code) = coordinating(call.broker).await {
-            let topics = request
-                .topics
-                .into_iter()
-                .map(|t| {
-                    OffsetCommitResponseTopic::default()
-                        .with_name(t.name)
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    OffsetCommitResponsePartition::default()
-                                        .with_partition_index(p.partition_index)
-                                        .with_error_code(code)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
+        // READ on the group, and on each topic: a denied topic's offsets are not written.
+        let refused = group_refusal(call, request.group_id.as_str());
+        if let Err(code) = checked(call, refused).await {
+            let topics = commit_errors(request.topics, code);
             return Some(OffsetCommitResponse::default().with_topics(topics));
         }
-        Some(offset_commit(call.broker, request, call.version).await)
+        let access = call.access();
+        let mut request = request;
+        let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
+            .into_iter()
+            .partition(|t| access.topic(Operation::Read, t.name.as_str()));
+        request.topics = allowed;
+        let mut response = offset_commit(call.broker, request, call.version).await;
+        response.topics.extend(commit_errors(
+            denied,
+            ResponseError::TopicAuthorizationFailed.code(),
+        ));
+        Some(response)
     }
 }
 
@@ -792,6 +885,31 @@ impl Api for OffsetFetch {
     const VERSIONS: (i16, i16) = (1, 9);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        // DESCRIBE on each group; topics the principal may not describe are refused when
+        // named and left out when the request asks for every topic.
+        let access = call.access();
+        let mut request = request;
+        if call.version < 8 && !access.group(Operation::Describe, request.group_id.as_str()) {
+            return Some(
+                OffsetFetchResponse::default()
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
+            );
+        }
+        let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut request.groups)
+            .into_iter()
+            .partition(|g| access.group(Operation::Describe, g.group_id.as_str()));
+        request.groups = allowed;
+        let refused = refused.into_iter().map(|g| {
+            OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id)
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code())
+        });
+        let all_topics = request.topics.is_none();
+        let all_topics_of: Vec<(GroupId, bool)> = request
+            .groups
+            .iter()
+            .map(|g| (g.group_id.clone(), g.topics.is_none()))
+            .collect();
         if let Err(code) = coordinating(call.broker).await {
             if call.version < 8 {
                 return Some(OffsetFetchResponse::default().with_error_code(code));
@@ -805,9 +923,43 @@ impl Api for OffsetFetch {
                         .with_error_code(code)
                 })
                 .collect();
-            return Some(OffsetFetchResponse::default().with_groups(groups));
+            let mut response = OffsetFetchResponse::default().with_groups(groups);
+            response.groups.extend(refused);
+            return Some(response);
         }
-        Some(offset_fetch(call.broker, request, call.version))
+        let mut response = offset_fetch(call.broker, request, call.version);
+        let denied = ResponseError::TopicAuthorizationFailed.code();
+        response
+            .topics
+            .retain(|t| !all_topics || access.topic(Operation::Describe, t.name.as_str()));
+        for topic in &mut response.topics {
+            if !access.topic(Operation::Describe, topic.name.as_str()) {
+                for p in &mut topic.partitions {
+                    p.committed_offset = -1;
+                    p.metadata = None;
+                    p.error_code = denied;
+                }
+            }
+        }
+        for group in &mut response.groups {
+            let all = all_topics_of
+                .iter()
+                .any(|(id, all)| *id == group.group_id && *all);
+            group
+                .topics
+                .retain(|t| !all || access.topic(Operation::Describe, t.name.as_str()));
+            for topic in &mut group.topics {
+                if !access.topic(Operation::Describe, topic.name.as_str()) {
+                    for p in &mut topic.partitions {
+                        p.committed_offset = -1;
+                        p.metadata = None;
+                        p.error_code = denied;
+                    }
+                }
+            }
+        }
+        response.groups.extend(refused);
+        Some(response)
     }
 }
 
@@ -825,7 +977,16 @@ impl Api for ListGroups {
         if coordinating(call.broker).await.is_err() {
             return Some(ListGroupsResponse::default());
         }
-        Some(list_groups(call.broker, call.version))
+        // DESCRIBE on the cluster lists every group; otherwise those the principal may
+        // describe.
+        let access = call.access();
+        let mut response = list_groups(call.broker, call.version);
+        if !access.cluster(Operation::Describe) {
+            response
+                .groups
+                .retain(|g| access.group(Operation::Describe, g.group_id.as_str()));
+        }
+        Some(response)
     }
 }
 
@@ -851,7 +1012,16 @@ impl Api for DescribeGroups {
                 .collect();
             return Some(DescribeGroupsResponse::default().with_groups(groups));
         }
-        Some(describe_groups(call.broker, request, call.version))
+        let access = call.access();
+        let mut response = describe_groups(call.broker, request, call.version);
+        for group in &mut response.groups {
+            if !access.group(Operation::Describe, group.group_id.as_str()) {
+                *group = DescribedGroup::default()
+                    .with_group_id(group.group_id.clone())
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+        }
+        Some(response)
     }
 }
 
@@ -877,7 +1047,19 @@ impl Api for DeleteGroups {
                 .collect();
             return Some(DeleteGroupsResponse::default().with_results(results));
         }
-        Some(delete_groups(call.broker, request).await)
+        let access = call.access();
+        let mut request = request;
+        let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut request.groups_names)
+            .into_iter()
+            .partition(|id| access.group(Operation::Delete, id.as_str()));
+        request.groups_names = allowed;
+        let mut response = delete_groups(call.broker, request).await;
+        response.results.extend(denied.into_iter().map(|id| {
+            DeletableGroupResult::default()
+                .with_group_id(id)
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code())
+        }));
+        Some(response)
     }
 }
 
@@ -891,9 +1073,39 @@ impl Api for OffsetDelete {
     const VERSIONS: (i16, i16) = (0, 0);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        // DELETE on the group, READ on each topic: a denied topic's offsets stay.
+        let access = call.access();
+        if !access.group(Operation::Delete, request.group_id.as_str()) {
+            return Some(
+                OffsetDeleteResponse::default()
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
+            );
+        }
         if let Err(code) = coordinating(call.broker).await {
             return Some(OffsetDeleteResponse::default().with_error_code(code));
         }
-        Some(offset_delete(call.broker, request).await)
+        let mut request = request;
+        let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
+            .into_iter()
+            .partition(|t| access.topic(Operation::Read, t.name.as_str()));
+        request.topics = allowed;
+        let mut response = offset_delete(call.broker, request).await;
+        if response.error_code == 0 {
+            response.topics.extend(denied.into_iter().map(|t| {
+                OffsetDeleteResponseTopic::default()
+                    .with_name(t.name)
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                OffsetDeleteResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                            })
+                            .collect(),
+                    )
+            }));
+        }
+        Some(response)
     }
 }

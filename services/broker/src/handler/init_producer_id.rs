@@ -7,12 +7,31 @@ use crate::router::{Api, Call};
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
 
+use skein_auth::Operation;
+
+use crate::authz::Access;
 use crate::Broker;
 
 pub(crate) async fn handle(
     broker: &Broker,
+    access: &Access<'_>,
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
+    let refused = |error: ResponseError| {
+        InitProducerIdResponse::default()
+            .with_error_code(error.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    };
+    match &request.transactional_id {
+        Some(id) if !access.transactional_id(Operation::Write, id.as_str()) => {
+            return refused(ResponseError::TransactionalIdAuthorizationFailed);
+        }
+        None if !access.may_write_idempotently() => {
+            return refused(ResponseError::ClusterAuthorizationFailed);
+        }
+        _ => {}
+    }
     if request.transactional_id.is_some() {
         // Transactions are not implemented yet: refuse plainly rather than pretend.
         return InitProducerIdResponse::default()
@@ -53,6 +72,6 @@ impl Api for InitProducerId {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(handle(call.broker, request).await)
+        Some(handle(call.broker, &call.access(), request).await)
     }
 }

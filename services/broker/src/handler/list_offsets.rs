@@ -12,7 +12,11 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
+use kafka_protocol::ResponseError;
+use skein_auth::Operation;
+
 use super::partition_error_code;
+use crate::authz::Access;
 use crate::replica::OffsetSpec;
 use crate::Broker;
 
@@ -25,6 +29,7 @@ const LATEST_TIERED: i64 = -5;
 
 pub(crate) fn handle(
     broker: &Broker,
+    access: &Access<'_>,
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
@@ -34,6 +39,7 @@ pub(crate) fn handle(
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.as_str().to_owned();
+            let described = access.topic(Operation::Describe, &name);
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -42,6 +48,10 @@ pub(crate) fn handle(
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
+                    if !described {
+                        return answer
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let current_epoch = if version >= 4 {
                         p.current_leader_epoch
                     } else {
@@ -93,6 +103,6 @@ impl Api for ListOffsets {
     const VERSIONS: (i16, i16) = (1, 10);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(handle(call.broker, request, call.version))
+        Some(handle(call.broker, &call.access(), request, call.version))
     }
 }

@@ -103,6 +103,17 @@ impl Api for DescribeLogDirs {
     const VERSIONS: (i16, i16) = (1, 4);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        // DESCRIBE on the cluster; older versions have no error field, and get nothing.
+        if !call.access().cluster(skein_auth::Operation::Describe) {
+            let refused = kafka_protocol::messages::DescribeLogDirsResponse::default();
+            return Some(if call.version >= 3 {
+                refused.with_error_code(
+                    kafka_protocol::ResponseError::ClusterAuthorizationFailed.code(),
+                )
+            } else {
+                refused
+            });
+        }
         Some(describe_log_dirs(call.broker, request))
     }
 }

@@ -9,18 +9,23 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::authz::Access;
 use crate::controller_link::TopicShape;
+use crate::listeners::ListenerInfo;
 use crate::router::{Api, Call};
 use crate::topics::{BrokerEndpoint, TopicError, TopicInfo};
 use crate::Broker;
+use skein_auth::Operation;
 
 pub(crate) async fn handle(
     broker: &Broker,
+    access: &Access<'_>,
+    listener: &ListenerInfo,
     request: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
     let node = broker.config.node_id;
-    let brokers = cluster_brokers(broker);
+    let brokers = cluster_brokers(broker, listener);
     let requested: Option<Vec<String>> = match request.topics {
         // v0 asks for every topic with an empty list; later versions with null.
         Some(topics) if !(version == 0 && topics.is_empty()) => Some(
@@ -35,12 +40,26 @@ pub(crate) async fn handle(
         broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
     let describe = |info: &TopicInfo| describe(info, node, &brokers, version);
     let topics = match requested {
-        None => broker.topics.list().iter().map(describe).collect(),
+        // Every topic the principal may describe; the others are left out, as in Kafka.
+        None => broker
+            .topics
+            .list()
+            .iter()
+            .filter(|info| access.topic(Operation::Describe, &info.name))
+            .map(describe)
+            .collect(),
         Some(names) => {
             let mut topics = Vec::with_capacity(names.len());
             for name in &names {
+                if !access.topic(Operation::Describe, name) {
+                    topics.push(unknown(name, ResponseError::TopicAuthorizationFailed));
+                    continue;
+                }
                 topics.push(match broker.topics.lookup(name).await {
                     Some(info) => describe(&info),
+                    None if allow_create && !access.may_create_topic(name) => {
+                        unknown(name, ResponseError::TopicAuthorizationFailed)
+                    }
                     None if allow_create => {
                         let created = broker
                             .topics
@@ -101,18 +120,18 @@ pub(crate) async fn handle(
 }
 
 /// The brokers clients may reach: the controller's live brokers serving this tenant, with
-/// this one always among them (a snapshot may predate its registration); a broker on its
-/// own is the whole cluster.
-pub(crate) fn cluster_brokers(broker: &Broker) -> Vec<BrokerEndpoint> {
+/// this one always among them (a snapshot may predate its registration) at the address of
+/// the listener the client came in on; a broker on its own is the whole cluster. Other
+/// brokers are named at the address they registered (their inter-broker listener).
+pub(crate) fn cluster_brokers(broker: &Broker, listener: &ListenerInfo) -> Vec<BrokerEndpoint> {
     let mut brokers = broker.topics.brokers();
-    if !brokers.iter().any(|b| b.node_id == broker.config.node_id) {
-        brokers.push(BrokerEndpoint {
-            node_id: broker.config.node_id,
-            host: broker.config.advertised_host.clone(),
-            port: i32::from(broker.config.advertised_port),
-            rack: broker.config.rack.clone(),
-        });
-    }
+    brokers.retain(|b| b.node_id != broker.config.node_id);
+    brokers.push(BrokerEndpoint {
+        node_id: broker.config.node_id,
+        host: listener.advertised_host.clone(),
+        port: i32::from(listener.advertised_port),
+        rack: broker.config.rack.clone(),
+    });
     brokers.sort_by_key(|b| b.node_id);
     brokers
 }
@@ -187,6 +206,15 @@ impl Api for Metadata {
     const VERSIONS: (i16, i16) = (0, 13);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(handle(call.broker, request, call.version).await)
+        Some(
+            handle(
+                call.broker,
+                &call.access(),
+                &call.session.listener,
+                request,
+                call.version,
+            )
+            .await,
+        )
     }
 }

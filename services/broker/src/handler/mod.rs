@@ -15,6 +15,7 @@ pub(crate) mod metadata;
 pub(crate) mod offset_for_leader_epoch;
 pub(crate) mod produce;
 pub(crate) mod reassignments;
+pub(crate) mod sasl;
 
 use kafka_protocol::ResponseError;
 use skein_log::LogError;

@@ -8,7 +8,11 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
+use kafka_protocol::ResponseError;
+use skein_auth::Operation;
+
 use super::partition_error_code;
+use crate::authz::Access;
 use crate::router::{Api, Call};
 use crate::Broker;
 
@@ -17,14 +21,24 @@ const UNDEFINED: (i32, i64) = (-1, -1);
 
 pub(crate) fn handle(
     broker: &Broker,
+    access: &Access<'_>,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let replica = request.replica_id.0;
+    // A consumer needs DESCRIBE on the topic; another broker CLUSTER_ACTION on the cluster.
+    let replica_allowed = replica < 0 || access.cluster(Operation::ClusterAction);
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
             let name = topic.topic.0.as_str().to_owned();
+            let denied = if !replica_allowed {
+                Some(ResponseError::ClusterAuthorizationFailed)
+            } else if !access.topic(Operation::Describe, &name) {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else {
+                None
+            };
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -33,6 +47,9 @@ pub(crate) fn handle(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
+                    if let Some(denied) = denied {
+                        return answer.with_error_code(denied.code());
+                    }
                     // Other brokers (a replica id) reconcile the internal topics too.
                     let found = if replica >= 0 {
                         broker
@@ -72,6 +89,6 @@ impl Api for OffsetForLeaderEpoch {
     const VERSIONS: (i16, i16) = (2, 4);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(handle(call.broker, request))
+        Some(handle(call.broker, &call.access(), request))
     }
 }

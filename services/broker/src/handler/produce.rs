@@ -1,5 +1,8 @@
 //! Produce: append each partition's batches to its log; every partition answers for itself.
 
+use skein_auth::Operation;
+
+use crate::authz::Access;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -23,9 +26,15 @@ const MAX_ACKS_WAIT: Duration = Duration::from_secs(300);
 
 pub(crate) async fn handle(
     broker: &Broker,
+    access: &Access<'_>,
     request: ProduceRequest,
     version: i16,
 ) -> ProduceResponse {
+    // A transactional write needs WRITE on its transactional id, or nothing is written.
+    let transaction_denied = request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !access.transactional_id(Operation::Write, id.as_str()));
     // The client's timeout, but no more than MAX_ACKS_WAIT: an acks=all request holds its
     // bytes while it waits.
     let wait = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
@@ -38,7 +47,15 @@ pub(crate) async fn handle(
         let name = topic.name.0.as_str().to_owned();
         // Kafka: "Cannot append to internal topic". Only the coordinators write there.
         let internal = crate::topics::is_internal(&name);
-        if !internal && !broker.topics.contains(&name) {
+        // Kafka answers an unauthorized topic so whether or not it exists.
+        let denied = if transaction_denied {
+            Some(ResponseError::TransactionalIdAuthorizationFailed)
+        } else if !access.topic(Operation::Write, &name) {
+            Some(ResponseError::TopicAuthorizationFailed)
+        } else {
+            None
+        };
+        if denied.is_none() && !internal && !broker.topics.contains(&name) {
             // A topic created a moment ago elsewhere is known before it is refused.
             let _ = broker.topics.lookup(&name).await;
         }
@@ -49,6 +66,10 @@ pub(crate) async fn handle(
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
+            if let Some(denied) = denied {
+                partitions.push(answer.with_error_code(denied.code()));
+                continue;
+            }
             if internal {
                 partitions
                     .push(answer.with_error_code(ResponseError::InvalidTopicException.code()));
@@ -165,7 +186,7 @@ impl Api for Produce {
 
     async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
         let acks = request.acks;
-        let response = handle(call.broker, request, call.version).await;
+        let response = handle(call.broker, &call.access(), request, call.version).await;
         (acks != 0).then_some(response)
     }
 

@@ -152,6 +152,17 @@ impl Api for AlterPartitionReassignments {
     const VERSIONS: (i16, i16) = (0, 0);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        if !call.access().cluster(skein_auth::Operation::Alter) {
+            return Some(
+                kafka_protocol::messages::AlterPartitionReassignmentsResponse::default()
+                    .with_error_code(
+                        kafka_protocol::ResponseError::ClusterAuthorizationFailed.code(),
+                    )
+                    .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                        "ALTER on the cluster is needed",
+                    ))),
+            );
+        }
         Some(alter(call.broker, request).await)
     }
 }
@@ -166,6 +177,14 @@ impl Api for ListPartitionReassignments {
     const VERSIONS: (i16, i16) = (0, 0);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        if !call.access().cluster(skein_auth::Operation::Describe) {
+            return Some(
+                kafka_protocol::messages::ListPartitionReassignmentsResponse::default()
+                    .with_error_code(
+                        kafka_protocol::ResponseError::ClusterAuthorizationFailed.code(),
+                    ),
+            );
+        }
         Some(list(call.broker, request).await)
     }
 }

@@ -54,6 +54,25 @@ impl TestBroker {
         self.node = Some(node);
     }
 
+    /// Adds a SASL_PLAINTEXT listener on an ephemeral port; answers its address.
+    pub fn add_sasl_listener(&mut self) -> SocketAddr {
+        let listener = self
+            .runtime
+            .block_on(TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let info = skein_broker::listeners::ListenerInfo {
+            name: "CLIENT".to_owned(),
+            protocol: skein_broker::listeners::SecurityProtocol::SaslPlaintext,
+            advertised_host: addr.ip().to_string(),
+            advertised_port: addr.port(),
+        };
+        let node = self.node.as_mut().unwrap();
+        let _guard = self.runtime.enter();
+        node.add_listener(listener, info);
+        addr
+    }
+
     /// The running broker (drop it before a restart: the logs close only once nothing holds
     /// the broker).
     pub fn broker(&self) -> Arc<Broker> {

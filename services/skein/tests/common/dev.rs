@@ -52,6 +52,8 @@ pub fn command(data: &std::path::Path) -> Command {
             "127.0.0.1:0",
             "--gateway-grpc-listen",
             "127.0.0.1:0",
+            "--kafka-sasl-listen",
+            "127.0.0.1:0",
         ])
         .arg("--data-dir")
         .arg(data);

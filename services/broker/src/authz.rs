@@ -1,0 +1,127 @@
+//! Kafka's authorization on the native path: what a request's principal may do, decided by
+//! the tenant's ACL bindings with the same [`skein_auth::authorize`] the gateway uses. A
+//! listener without authentication has no principal: its clients act as the tenant and
+//! every check passes (development listeners, and the inter-broker listener).
+
+use skein_auth::{authorize, Operation, Principal, Resource, ResourceType, CLUSTER_NAME};
+
+use crate::Broker;
+
+/// One request's view of what it may do.
+pub(crate) struct Access<'a> {
+    broker: &'a Broker,
+    /// `None` on a listener without authentication.
+    principal: Option<Principal>,
+    /// The client's address, as ACL hosts name it.
+    host: &'a str,
+}
+
+impl<'a> Access<'a> {
+    pub(crate) fn new(broker: &'a Broker, principal: Option<Principal>, peer: &'a str) -> Self {
+        Self {
+            broker,
+            principal,
+            host: peer.trim_start_matches('/'),
+        }
+    }
+
+    /// Whether the request's principal may do `operation` on the named resource.
+    pub(crate) fn allows(&self, operation: Operation, kind: ResourceType, name: &str) -> bool {
+        let Some(principal) = &self.principal else {
+            return true;
+        };
+        let acls = self.broker.acls.read();
+        authorize(
+            acls.iter(),
+            principal,
+            self.host,
+            operation,
+            &Resource::new(kind, name),
+        )
+        .is_allowed()
+    }
+
+    pub(crate) fn topic(&self, operation: Operation, name: &str) -> bool {
+        self.allows(operation, ResourceType::Topic, name)
+    }
+
+    pub(crate) fn group(&self, operation: Operation, name: &str) -> bool {
+        self.allows(operation, ResourceType::Group, name)
+    }
+
+    pub(crate) fn cluster(&self, operation: Operation) -> bool {
+        self.allows(operation, ResourceType::Cluster, CLUSTER_NAME)
+    }
+
+    pub(crate) fn transactional_id(&self, operation: Operation, id: &str) -> bool {
+        self.allows(operation, ResourceType::TransactionalId, id)
+    }
+
+    /// CreateTopics' rule: CREATE on the cluster, or on the topic.
+    pub(crate) fn may_create_topic(&self, name: &str) -> bool {
+        self.cluster(Operation::Create) || self.topic(Operation::Create, name)
+    }
+
+    /// InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE
+    /// on some topic of the tenant (KIP-679).
+    pub(crate) fn may_write_idempotently(&self) -> bool {
+        self.principal.is_none()
+            || self.cluster(Operation::IdempotentWrite)
+            || self
+                .broker
+                .topics
+                .list()
+                .iter()
+                .any(|topic| self.topic(Operation::Write, &topic.name))
+    }
+
+    /// Whether a principal is named at all (an authenticated listener).
+    pub(crate) fn is_authenticated(&self) -> bool {
+        self.principal.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use skein_auth::{AclBinding, PatternType, Permission};
+
+    use super::*;
+
+    fn binding(operation: Operation, kind: ResourceType, name: &str) -> AclBinding {
+        AclBinding {
+            principal: "User:alice".parse().unwrap(),
+            host: "*".to_owned(),
+            resource_type: kind,
+            resource_name: name.to_owned(),
+            pattern_type: PatternType::Literal,
+            operation,
+            permission: Permission::Allow,
+        }
+    }
+
+    #[test]
+    fn an_authenticated_principal_meets_the_tenants_acls_and_an_anonymous_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Broker::open(crate::BrokerConfig::new(dir.path())).unwrap();
+        *broker.acls.write() = vec![
+            binding(Operation::Write, ResourceType::Topic, "orders"),
+            binding(Operation::Read, ResourceType::Group, "billing"),
+        ];
+        let alice = Access::new(&broker, Some(Principal::user("alice")), "/10.0.0.7");
+        assert!(alice.topic(Operation::Write, "orders"));
+        // DESCRIBE is implied by WRITE, as in Kafka.
+        assert!(alice.topic(Operation::Describe, "orders"));
+        assert!(!alice.topic(Operation::Read, "orders"));
+        assert!(!alice.topic(Operation::Write, "payments"));
+        assert!(alice.group(Operation::Read, "billing"));
+        assert!(!alice.cluster(Operation::Alter));
+        assert!(!alice.may_create_topic("orders"));
+        let bob = Access::new(&broker, Some(Principal::user("bob")), "/10.0.0.8");
+        assert!(!bob.topic(Operation::Write, "orders"));
+        let anonymous = Access::new(&broker, None, "/10.0.0.9");
+        assert!(anonymous.topic(Operation::Read, "orders"));
+        assert!(anonymous.cluster(Operation::Alter));
+    }
+}

@@ -1,0 +1,275 @@
+//! SASL on the Kafka path: each connection's authentication state, the PLAIN mechanism
+//! (RFC 4616) carrying an API key id and secret, and the check of those against the control
+//! plane, remembered for a short while. A connection authenticated with a key is closed once
+//! the controller's metadata no longer lists the key as in force (revoked, or its principal
+//! deleted), within a metadata refresh.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use sha2::{Digest, Sha256};
+use skein_auth::Principal;
+
+use crate::controller_link::ControllerLink;
+use crate::listeners::ListenerInfo;
+
+/// The mechanisms SaslHandshake offers.
+pub(crate) const MECHANISMS: &[&str] = &["PLAIN"];
+
+/// The largest SASL token read (a PLAIN message is three fields of at most 255 bytes each).
+pub const MAX_TOKEN_BYTES: usize = 1024;
+
+/// How long a verified key is answered without asking the controller again (a revoked key
+/// is dropped at once when the metadata says so).
+const VERIFIED_FOR: Duration = Duration::from_secs(60);
+
+/// The most verified keys remembered; past it the memory is cleared and keys are checked
+/// again.
+const MAX_REMEMBERED_KEYS: usize = 10_000;
+
+/// Who authenticated on a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Authenticated {
+    pub principal: Principal,
+    /// The API key used, which must stay in force.
+    pub key_id: String,
+    /// When the controller accepted the key: a key made a moment ago is missing from the
+    /// metadata until the next snapshot, for at most [`NEW_KEY_GRACE`].
+    pub verified_at: Instant,
+}
+
+/// How long a key the controller accepted may be missing from the broker's list of keys in
+/// force (made just before it was used) before its connection is closed as revoked.
+pub(crate) const NEW_KEY_GRACE: Duration = Duration::from_secs(5);
+
+impl Authenticated {
+    /// Whether the connection may go on: its key is in force, or was accepted too recently
+    /// for the metadata to list it yet.
+    pub(crate) fn still_valid(&self, keys: &KeyChecker) -> bool {
+        keys.in_force(&self.key_id) || self.verified_at.elapsed() < NEW_KEY_GRACE
+    }
+}
+
+/// Where a connection's authentication stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SaslState {
+    /// Nothing yet: a SASL listener answers only ApiVersions and SaslHandshake.
+    Start,
+    /// SaslHandshake chose this mechanism; SaslAuthenticate comes next, or with a v0
+    /// handshake (`raw`) the bare token in a frame of its own.
+    Handshaken {
+        mechanism: &'static str,
+        raw: bool,
+    },
+    Authenticated(Authenticated),
+    /// Authentication failed: the connection closes once the answer is sent.
+    Failed,
+}
+
+/// One connection's listener, peer and authentication.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub listener: Arc<ListenerInfo>,
+    /// `/ip` of the client, as ACL hosts are matched.
+    pub peer: String,
+    state: Mutex<SaslState>,
+}
+
+impl Session {
+    pub(crate) fn new(listener: Arc<ListenerInfo>, peer: String) -> Self {
+        Self {
+            listener,
+            peer,
+            state: Mutex::new(SaslState::Start),
+        }
+    }
+
+    pub(crate) fn state(&self) -> SaslState {
+        self.state.lock().clone()
+    }
+
+    pub(crate) fn set_state(&self, state: SaslState) {
+        *self.state.lock() = state;
+    }
+
+    /// The authenticated principal; `None` on a listener without authentication.
+    pub(crate) fn principal(&self) -> Option<Principal> {
+        match &*self.state.lock() {
+            SaslState::Authenticated(who) => Some(who.principal.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Why SASL refused a client.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SaslError {
+    #[error("the SASL/PLAIN message is malformed")]
+    MalformedPlain,
+    #[error("the SASL token is over {MAX_TOKEN_BYTES} bytes")]
+    TokenTooLarge,
+    #[error("authentication failed: invalid API key id or secret")]
+    BadCredentials,
+    #[error("authentication failed: the control plane cannot check credentials now")]
+    Unavailable,
+    #[error("authentication failed: this broker has no control plane to check API keys")]
+    NoController,
+}
+
+/// A PLAIN message: `[authzid] NUL authcid NUL passwd`, the key id as authcid.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PlainCredentials<'a> {
+    pub key_id: &'a str,
+    pub secret: &'a str,
+}
+
+pub fn parse_plain(token: &[u8]) -> Result<PlainCredentials<'_>, SaslError> {
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(SaslError::TokenTooLarge);
+    }
+    let text = std::str::from_utf8(token).map_err(|_| SaslError::MalformedPlain)?;
+    let mut parts = text.split('\0');
+    let (Some(authzid), Some(key_id), Some(secret), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(SaslError::MalformedPlain);
+    };
+    // An authorization id other than the key's own would ask to act as someone else.
+    if key_id.is_empty() || secret.is_empty() || !(authzid.is_empty() || authzid == key_id) {
+        return Err(SaslError::MalformedPlain);
+    }
+    Ok(PlainCredentials { key_id, secret })
+}
+
+/// A key the controller accepted: the SHA-256 of its secret, its principal's name, and when.
+type Verified = ([u8; 32], String, Instant);
+
+/// Checks API keys with the controller and remembers the answers briefly, by key id.
+#[derive(Debug, Default)]
+pub(crate) struct KeyChecker {
+    verified: Mutex<HashMap<String, Verified>>,
+    /// The ids of this tenant's keys in force, once the controller has said; `None` before.
+    in_force: RwLock<Option<HashSet<String>>>,
+}
+
+impl KeyChecker {
+    /// Takes the controller's list of this tenant's keys in force; keys gone from it are
+    /// forgotten.
+    pub(crate) fn set_in_force(&self, keys: HashSet<String>) {
+        self.verified.lock().retain(|id, _| keys.contains(id));
+        *self.in_force.write() = Some(keys);
+    }
+
+    /// Whether a key may still be used: it is in the list (or no list came yet).
+    pub(crate) fn in_force(&self, key_id: &str) -> bool {
+        self.in_force
+            .read()
+            .as_ref()
+            .is_none_or(|keys| keys.contains(key_id))
+    }
+
+    /// The principal `credentials` authenticate, asking the controller unless a recent
+    /// answer stands.
+    pub(crate) async fn authenticate(
+        &self,
+        controller: Option<&ControllerLink>,
+        credentials: &PlainCredentials<'_>,
+    ) -> Result<Authenticated, SaslError> {
+        let digest: [u8; 32] = Sha256::digest(credentials.secret.as_bytes()).into();
+        let known = self.in_force(credentials.key_id);
+        if let Some((hash, principal, at)) = self.verified.lock().get(credentials.key_id) {
+            if known && *hash == digest && at.elapsed() < VERIFIED_FOR {
+                return Ok(Authenticated {
+                    principal: Principal::user(principal.clone()),
+                    key_id: credentials.key_id.to_owned(),
+                    verified_at: *at,
+                });
+            }
+        }
+        let controller = controller.ok_or(SaslError::NoController)?;
+        let principal = controller
+            .authenticate_api_key(credentials.key_id, credentials.secret)
+            .await
+            .map_err(|e| {
+                if e.code == tonic::Code::Unauthenticated {
+                    SaslError::BadCredentials
+                } else {
+                    tracing::warn!(error = %e, "API key check failed");
+                    SaslError::Unavailable
+                }
+            })?;
+        let mut verified = self.verified.lock();
+        if verified.len() >= MAX_REMEMBERED_KEYS {
+            verified.clear();
+        }
+        verified.insert(
+            credentials.key_id.to_owned(),
+            (digest, principal.clone(), Instant::now()),
+        );
+        Ok(Authenticated {
+            principal: Principal::user(principal),
+            key_id: credentials.key_id.to_owned(),
+            verified_at: Instant::now(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_messages_parse_into_a_key_id_and_secret() {
+        assert_eq!(
+            parse_plain(b"\0key-1\0s3cret"),
+            Ok(PlainCredentials {
+                key_id: "key-1",
+                secret: "s3cret"
+            })
+        );
+        assert_eq!(
+            parse_plain(b"key-1\0key-1\0s3cret").map(|c| c.key_id),
+            Ok("key-1")
+        );
+        for bad in [
+            &b""[..],
+            b"key-1\0s3cret",
+            b"\0\0s3cret",
+            b"\0key-1\0",
+            b"other\0key-1\0s3cret",
+            b"\0key-1\0s3cret\0more",
+            b"\0key\xff\0s3cret",
+        ] {
+            assert_eq!(parse_plain(bad), Err(SaslError::MalformedPlain), "{bad:?}");
+        }
+        let long = [b'a'; MAX_TOKEN_BYTES + 1];
+        assert_eq!(parse_plain(&long), Err(SaslError::TokenTooLarge));
+    }
+
+    #[test]
+    fn a_key_leaves_force_when_the_controller_stops_listing_it() {
+        let checker = KeyChecker::default();
+        assert!(
+            checker.in_force("k1"),
+            "before any list, nothing is refused"
+        );
+        checker.set_in_force(HashSet::from(["k1".to_owned()]));
+        assert!(checker.in_force("k1"));
+        assert!(!checker.in_force("k2"));
+        checker.set_in_force(HashSet::new());
+        assert!(!checker.in_force("k1"));
+        // A key accepted a moment ago is not yet listed; one accepted long ago must be.
+        let who = |verified_at| Authenticated {
+            principal: Principal::user("alice"),
+            key_id: "k3".to_owned(),
+            verified_at,
+        };
+        assert!(who(Instant::now()).still_valid(&checker));
+        let long_ago = Instant::now().checked_sub(NEW_KEY_GRACE * 2);
+        if let Some(long_ago) = long_ago {
+            assert!(!who(long_ago).still_valid(&checker));
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! The tenant's ACLs decide what an authenticated Kafka client may do, API by API, as Kafka
+//! decides it: a broker process with a SASL_PLAINTEXT listener on a control-plane process
+//! and a real PostgreSQL; principals with different bindings (made through the admin API)
+//! call each API with confluent-kafka; each gets either its answer or the
+//! *_AUTHORIZATION_FAILED error Kafka gives, and a denied write leaves the log as it was.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Command;
+
+use common::kafka::RawKafka;
+use common::processes::*;
+
+fn admin(addr: &str, method: &str, path: &str, body: &str) -> serde_json::Value {
+    let (status, body) = common::http(addr, method, path, Some(TOKEN), body);
+    assert!(
+        (200..300).contains(&status),
+        "{method} {path}: {status} {body}"
+    );
+    serde_json::from_str(&body).unwrap_or(serde_json::Value::Null)
+}
+
+/// A principal with an API key, allowed each (resource type, name, operation).
+fn principal(addr: &str, name: &str, allowed: &[(&str, &str, &str)]) -> (String, String) {
+    admin(
+        addr,
+        "POST",
+        "/v1/tenants/acme/principals",
+        &format!(r#"{{"name":"{name}","kind":"service_account"}}"#),
+    );
+    for (resource_type, resource, operation) in allowed {
+        let body = serde_json::json!({
+            "principal": format!("User:{name}"),
+            "resource_type": resource_type,
+            "resource_name": resource,
+            "pattern_type": "LITERAL",
+            "operation": operation,
+            "permission": "ALLOW",
+        });
+        admin(addr, "POST", "/v1/tenants/acme/acls", &body.to_string());
+    }
+    let key = admin(
+        addr,
+        "POST",
+        &format!("/v1/tenants/acme/principals/{name}/api-keys"),
+        "",
+    );
+    (
+        key["id"].as_str().unwrap().to_owned(),
+        key["secret"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn call(python: &str, sasl: &str, who: &(String, String), args: &[&str]) -> serde_json::Value {
+    let script = format!(
+        "{}/../../tests/clients/sasl_acls.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new("timeout")
+        .args(["120", python, &script, sasl, &who.0, &who.1])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn each_kafka_api_answers_as_the_principals_acls_say() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("kafka_acls").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .env("SKEIN_BROKER_AUTO_CREATE_TOPICS", "false")
+            .args([
+                "--listeners",
+                "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "--heartbeat-interval-secs",
+                "1",
+            ])
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let plaintext = field(&broker.first_line, " on ");
+    let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
+    for topic in ["orders", "secret"] {
+        admin(
+            &admin_addr,
+            "POST",
+            "/v1/tenants/acme/topics",
+            &format!(r#"{{"topic_name":"{topic}","partitions_count":1}}"#),
+        );
+    }
+    let writer = principal(&admin_addr, "writer", &[("TOPIC", "orders", "WRITE")]);
+    let reader = principal(
+        &admin_addr,
+        "reader",
+        &[("TOPIC", "orders", "READ"), ("GROUP", "readers", "READ")],
+    );
+    let operator = principal(
+        &admin_addr,
+        "operator",
+        &[
+            ("CLUSTER", "kafka-cluster", "ALL"),
+            ("TOPIC", "*", "ALL"),
+            ("GROUP", "*", "ALL"),
+        ],
+    );
+    let nobody = principal(&admin_addr, "nobody", &[]);
+
+    // The ACLs reach the broker with the metadata stream.
+    wait_for(|| {
+        (call(&python, &sasl, &writer, &["produce", "orders"])["result"] == "ok").then_some(())
+    });
+    let mut raw = RawKafka::connect(&plaintext);
+    let written = raw.latest_offset("orders", 0);
+
+    // (who, call, what it answers)
+    let matrix: Vec<(&(String, String), Vec<&str>, &str)> = vec![
+        (
+            &writer,
+            vec!["produce", "secret"],
+            "TOPIC_AUTHORIZATION_FAILED",
+        ),
+        (
+            &reader,
+            vec!["produce", "orders"],
+            "TOPIC_AUTHORIZATION_FAILED",
+        ),
+        (
+            &nobody,
+            vec!["produce", "orders"],
+            "TOPIC_AUTHORIZATION_FAILED",
+        ),
+        (
+            &reader,
+            vec!["init-producer-id", "orders"],
+            "CLUSTER_AUTHORIZATION_FAILED",
+        ),
+        (&reader, vec!["consume", "orders", "readers"], "ok"),
+        (
+            &reader,
+            vec!["consume", "orders", "others"],
+            "GROUP_AUTHORIZATION_FAILED",
+        ),
+        (
+            &nobody,
+            vec!["create", "fresh"],
+            "TOPIC_AUTHORIZATION_FAILED",
+        ),
+        (&operator, vec!["create", "fresh"], "ok"),
+        (
+            &writer,
+            vec!["delete", "orders"],
+            "TOPIC_AUTHORIZATION_FAILED",
+        ),
+        (
+            &writer,
+            vec!["describe-configs", "secret"],
+            "TOPIC_AUTHORIZATION_FAILED",
+        ),
+        (&operator, vec!["describe-configs", "orders"], "ok"),
+        (
+            &reader,
+            vec!["alter-configs", "orders"],
+            "TOPIC_AUTHORIZATION_FAILED",
+        ),
+        (&operator, vec!["alter-configs", "orders"], "ok"),
+        (
+            &nobody,
+            vec!["describe-acls"],
+            "CLUSTER_AUTHORIZATION_FAILED",
+        ),
+        (&operator, vec!["describe-acls"], "ok"),
+    ];
+    let mut wrong = Vec::new();
+    for (who, args, expected) in &matrix {
+        let answer = call(&python, &sasl, who, args);
+        println!("{args:?}: {answer}");
+        if answer["result"] != *expected {
+            wrong.push(format!("{args:?}: expected {expected}, got {answer}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    // Nothing the denied producers sent was written; an allowed idempotent producer writes.
+    assert_eq!(raw.latest_offset("orders", 0), written);
+    assert_eq!(raw.latest_offset("secret", 0), 0);
+    let idempotent = call(&python, &sasl, &writer, &["init-producer-id", "orders"]);
+    assert_eq!(idempotent["result"], "ok", "{idempotent}");
+    assert_eq!(raw.latest_offset("orders", 0), written + 1);
+
+    // Metadata and ListGroups show only what the principal may describe.
+    let topics = |who| call(&python, &sasl, who, &["metadata"])["topics"].clone();
+    assert_eq!(topics(&nobody), serde_json::json!([]));
+    assert_eq!(topics(&writer), serde_json::json!(["orders"]));
+    assert_eq!(
+        topics(&operator),
+        serde_json::json!(["fresh", "orders", "secret"])
+    );
+    let groups = |who| call(&python, &sasl, who, &["list-groups"])["groups"].clone();
+    assert_eq!(groups(&reader), serde_json::json!(["readers"]));
+    assert_eq!(groups(&nobody), serde_json::json!([]));
+    assert_eq!(groups(&operator), serde_json::json!(["readers"]));
+
+    broker.stop();
+    cp.stop();
+}

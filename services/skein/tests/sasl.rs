@@ -1,0 +1,275 @@
+//! Native Kafka clients authenticate on a SASL_PLAINTEXT listener with the API keys the
+//! control plane issues (SASL/PLAIN: key id as user name, secret as password): a broker
+//! process started with Kafka's `listeners` on a control-plane process and a real
+//! PostgreSQL; confluent-kafka, kafka-python and kcat produce and consume through it; a wrong
+//! secret, another tenant's key and a client without SASL are refused; a key revoked while
+//! its connection is open stops working within seconds.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::processes::*;
+
+fn admin(addr: &str, method: &str, path: &str, body: &str) -> serde_json::Value {
+    let (status, body) = common::http(addr, method, path, Some(TOKEN), body);
+    assert!(
+        (200..300).contains(&status),
+        "{method} {path}: {status} {body}"
+    );
+    serde_json::from_str(&body).unwrap_or(serde_json::Value::Null)
+}
+
+/// An API key for a new principal of `tenant`, which may do anything with its topics and
+/// groups: (id, secret).
+fn api_key(addr: &str, tenant: &str, principal: &str) -> (String, String) {
+    admin(
+        addr,
+        "POST",
+        &format!("/v1/tenants/{tenant}/principals"),
+        &format!(r#"{{"name":"{principal}","kind":"service_account"}}"#),
+    );
+    for resource_type in ["TOPIC", "GROUP"] {
+        let body = serde_json::json!({
+            "principal": format!("User:{principal}"),
+            "resource_type": resource_type,
+            "resource_name": "*",
+            "pattern_type": "LITERAL",
+            "operation": "ALL",
+            "permission": "ALLOW",
+        });
+        admin(
+            addr,
+            "POST",
+            &format!("/v1/tenants/{tenant}/acls"),
+            &body.to_string(),
+        );
+    }
+    let key = admin(
+        addr,
+        "POST",
+        &format!("/v1/tenants/{tenant}/principals/{principal}/api-keys"),
+        "",
+    );
+    (
+        key["id"].as_str().unwrap().to_owned(),
+        key["secret"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn sasl_script(python: &str, bootstrap: &str, args: &[&str]) -> serde_json::Value {
+    let out = script(python, "sasl_clients.py", bootstrap, args);
+    serde_json::from_str(out.trim()).unwrap()
+}
+
+fn kcat(bootstrap: &str, key: &str, secret: &str, args: &[&str], input: &str) -> (bool, String) {
+    let mut child = Command::new("timeout")
+        .args(["60", "kcat", "-b", bootstrap])
+        .args([
+            "-X",
+            "security.protocol=SASL_PLAINTEXT",
+            "-X",
+            "sasl.mechanisms=PLAIN",
+        ])
+        .args(["-X", &format!("sasl.username={key}")])
+        .args(["-X", &format!("sasl.password={secret}")])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn clients_authenticate_with_api_keys_over_sasl_plain() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("sasl").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    for tenant in ["acme", "globex"] {
+        admin(
+            &admin_addr,
+            "POST",
+            "/v1/tenants",
+            &format!(r#"{{"name":"{tenant}"}}"#),
+        );
+    }
+    let (key, secret) = api_key(&admin_addr, "acme", "writer");
+    let (other_key, other_secret) = api_key(&admin_addr, "globex", "intruder");
+
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .args([
+                "--listeners",
+                "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+                "--listener-security-protocol-map",
+                "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+                "--heartbeat-interval-secs",
+                "1",
+            ])
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
+    let advertised = field(&broker.first_line, "advertised as ");
+    assert_eq!(advertised, sasl, "{}", broker.first_line);
+    admin(
+        &admin_addr,
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"orders","partitions_count":1}"#,
+    );
+
+    // confluent-kafka and kafka-python, authenticated, write and read.
+    let roundtrip = wait_for(|| {
+        let out = Command::new("timeout")
+            .args(["120", &python])
+            .arg(format!(
+                "{}/../../tests/clients/sasl_clients.py",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .args([&sasl, "roundtrip", "orders", &key, &secret])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap())
+    });
+    assert_eq!(roundtrip["confluent"], 5, "{roundtrip}");
+    assert_eq!(roundtrip["kafka_python"], 5, "{roundtrip}");
+
+    // kcat too.
+    let (ok, out) = kcat(
+        &sasl,
+        &key,
+        &secret,
+        &["-P", "-t", "orders", "-p", "0"],
+        "from-kcat\n",
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = kcat(
+        &sasl,
+        &key,
+        &secret,
+        &[
+            "-C",
+            "-t",
+            "orders",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+        ],
+        "",
+    );
+    assert!(ok && out.contains("from-kcat"), "{out}");
+
+    // A wrong secret, another tenant's key, and a client that does not speak SASL.
+    let wrong = sasl_script(&python, &sasl, &["refused", &key, &"0".repeat(40)]);
+    assert_eq!(wrong["error"], "authentication", "{wrong}");
+    let foreign = sasl_script(&python, &sasl, &["refused", &other_key, &other_secret]);
+    assert_eq!(foreign["error"], "authentication", "{foreign}");
+    let plain = sasl_script(&python, &sasl, &["plaintext"]);
+    assert_ne!(plain["error"], "none", "{plain}");
+    let (ok, out) = kcat(&sasl, &key, "wrong", &["-L"], "");
+    assert!(!ok, "{out}");
+
+    // A key revoked while its connection is open stops working within seconds.
+    let (revocable, revocable_secret) = api_key(&admin_addr, "acme", "temporary");
+    let mut client = Command::new(&python)
+        .arg(format!(
+            "{}/../../tests/clients/sasl_clients.py",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .args([&sasl, "revoked", "orders", &revocable, &revocable_secret])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    admin(
+        &admin_addr,
+        "DELETE",
+        &format!("/v1/tenants/acme/principals/temporary/api-keys/{revocable}"),
+        "",
+    );
+    writeln!(client.stdin.as_mut().unwrap()).unwrap();
+    let outcome: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let status = exits_within(&mut client, Duration::from_secs(90));
+    assert!(status.success());
+    assert_eq!(outcome["error"], "authentication", "{outcome}");
+    assert!(
+        outcome["refused_after_ms"].as_u64().unwrap() < 15_000,
+        "{outcome}"
+    );
+
+    broker.stop();
+    cp.stop();
+}
+
+#[test]
+fn skein_dev_serves_sasl_plain_with_the_api_key_it_prints() {
+    let data = tempfile::tempdir().unwrap();
+    let dev = common::dev::Dev::start(data.path());
+    let sasl = common::dev::after(&dev.printed, "): bootstrap server ")
+        .trim()
+        .to_owned();
+    let kcat_line = common::dev::after(&dev.printed, "  kcat -b ");
+    let setting = |name: &str| {
+        common::dev::after(kcat_line, &format!("sasl.{name}="))
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let (key, secret) = (setting("username"), setting("password"));
+    let (ok, out) = kcat(&sasl, &key, &secret, &["-P", "-t", "dev-sasl"], "hello\n");
+    assert!(ok, "{out}");
+    let (ok, out) = kcat(
+        &sasl,
+        &key,
+        &secret,
+        &["-C", "-t", "dev-sasl", "-o", "beginning", "-e", "-q"],
+        "",
+    );
+    assert!(ok && out.contains("hello"), "{out}");
+    let (ok, out) = kcat(&sasl, &key, "not-the-secret", &["-L"], "");
+    assert!(!ok, "{out}");
+    // The unauthenticated listener still serves the dev tenant.
+    let listed = Command::new("timeout")
+        .args(["30", "kcat", "-b", &dev.kafka, "-L", "-t", "dev-sasl"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success());
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("dev-sasl"));
+}

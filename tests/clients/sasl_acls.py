@@ -1,0 +1,140 @@
+"""One Kafka API call as an authenticated principal (SASL/PLAIN), for the ACL matrix.
+
+Usage: sasl_acls.py BOOTSTRAP KEY SECRET OPERATION ARGS...
+  produce TOPIC         one record with confluent-kafka (acks=all)
+  consume TOPIC GROUP   reads partition 0 from the start through the group and commits
+  metadata              the topics Metadata lists
+  create TOPIC          CreateTopics
+  delete TOPIC          DeleteTopics
+  describe-configs TOPIC
+  alter-configs TOPIC   IncrementalAlterConfigs (retention.ms)
+  list-groups
+  describe-acls
+  init-producer-id      an idempotent producer's first write (InitProducerId, then Produce)
+Prints {"result": "ok" | error name, ...}; the error names are librdkafka's.
+"""
+import json
+import sys
+import time
+
+from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer, TopicPartition)
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                   ConfigResource, NewTopic)
+
+BOOTSTRAP, KEY, SECRET, OPERATION, ARGS = (sys.argv[1], sys.argv[2], sys.argv[3],
+                                           sys.argv[4], sys.argv[5:])
+CONFIG = {
+    "bootstrap.servers": BOOTSTRAP,
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": KEY,
+    "sasl.password": SECRET,
+}
+
+
+def name(error):
+    return KafkaError(error.code()).name() if hasattr(error, "code") else str(error)
+
+
+def produce(topic, idempotent=False):
+    delivered = []
+    producer = Producer({**CONFIG, "acks": "all", "message.timeout.ms": 10000,
+                         "enable.idempotence": idempotent})
+    producer.produce(topic, value=b"matrix", partition=0,
+                     on_delivery=lambda err, msg: delivered.append(err))
+    try:
+        producer.flush(15)
+    except Exception as e:  # noqa: BLE001: the fatal error comes wrapped in the callback's
+        # An idempotent producer refused its producer id fails fatally.
+        cause = e if isinstance(e, KafkaException) else e.__cause__
+        if isinstance(cause, KafkaException):
+            return name(cause.args[0])
+        raise
+    if not delivered:
+        return "undelivered"
+    return "ok" if delivered[0] is None else name(delivered[0])
+
+
+def consume(topic, group):
+    consumer = Consumer({**CONFIG, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            consumer.close()
+            return name(msg.error())
+        try:
+            consumer.commit(msg, asynchronous=False)
+        except KafkaException as e:
+            consumer.close()
+            return name(e.args[0])
+        consumer.close()
+        return "ok"
+    consumer.close()
+    return "nothing"
+
+
+def admin_result(futures):
+    try:
+        for future in futures.values():
+            future.result(timeout=20)
+        return "ok"
+    except KafkaException as e:
+        return name(e.args[0])
+
+
+admin = AdminClient(CONFIG)
+out = {}
+if OPERATION == "produce":
+    out["result"] = produce(ARGS[0])
+elif OPERATION == "init-producer-id":
+    out["result"] = produce(ARGS[0], idempotent=True)
+elif OPERATION == "consume":
+    out["result"] = consume(ARGS[0], ARGS[1])
+elif OPERATION == "metadata":
+    out["result"] = "ok"
+    out["topics"] = sorted(admin.list_topics(timeout=20).topics)
+elif OPERATION == "create":
+    out["result"] = admin_result(admin.create_topics([NewTopic(ARGS[0], 1)]))
+elif OPERATION == "delete":
+    out["result"] = admin_result(admin.delete_topics([ARGS[0]], operation_timeout=20))
+elif OPERATION == "describe-configs":
+    out["result"] = admin_result(
+        admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, ARGS[0])]))
+elif OPERATION == "alter-configs":
+    entry = ConfigEntry("retention.ms", "3600000",
+                        incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, ARGS[0], incremental_configs=[entry])
+    out["result"] = admin_result(admin.incremental_alter_configs([resource]))
+elif OPERATION == "list-groups":
+    listed = admin.list_consumer_groups(request_timeout=20).result()
+    out["result"] = "ok"
+    out["groups"] = sorted(g.group_id for g in listed.valid)
+elif OPERATION == "describe-acls":
+    # kafka-python: librdkafka reports a refused DescribeAcls as an empty list.
+    from kafka import KafkaAdminClient
+    from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, ResourcePatternFilter
+    from kafka.admin import ACLResourcePatternType, ResourceType as KResourceType
+    from kafka.errors import KafkaError as KError
+    client = KafkaAdminClient(bootstrap_servers=BOOTSTRAP, security_protocol="SASL_PLAINTEXT",
+                              sasl_mechanism="PLAIN", sasl_plain_username=KEY,
+                              sasl_plain_password=SECRET)
+    selector = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                         permission_type=ACLPermissionType.ANY,
+                         resource_pattern=ResourcePatternFilter(KResourceType.ANY, None,
+                                                                ACLResourcePatternType.ANY))
+    try:
+        bindings, _ = client.describe_acls(selector)
+        out["bindings"] = len(bindings)
+        out["result"] = "ok"
+    except KError as e:
+        out["result"] = KafkaError(e.errno).name() if e.errno else type(e).__name__
+        out["detail"] = str(e)
+    client.close()
+else:
+    raise SystemExit(f"unknown operation {OPERATION}")
+print(json.dumps(out))
