@@ -13,6 +13,7 @@ Usage: sasl_clients.py BOOTSTRAP PHASE ARGS...
 Prints JSON; exits non-zero on any unexpected failure.
 """
 import json
+import os
 import sys
 import time
 
@@ -22,14 +23,23 @@ from confluent_kafka.admin import AdminClient
 BOOTSTRAP, PHASE, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
 
 
+# SKEIN_TEST_CA names the CA of a SASL_SSL listener; without it the listener is
+# SASL_PLAINTEXT.
+CA = os.environ.get("SKEIN_TEST_CA")
+PROTOCOL = "SASL_SSL" if CA else "SASL_PLAINTEXT"
+
+
 def sasl(key, secret):
-    return {
+    config = {
         "bootstrap.servers": BOOTSTRAP,
-        "security.protocol": "SASL_PLAINTEXT",
+        "security.protocol": PROTOCOL,
         "sasl.mechanism": "PLAIN",
         "sasl.username": key,
         "sasl.password": secret,
     }
+    if CA:
+        config["ssl.ca.location"] = CA
+    return config
 
 
 def confluent_roundtrip(topic, key, secret):
@@ -57,9 +67,11 @@ def confluent_roundtrip(topic, key, secret):
 def kafka_python_roundtrip(topic, key, secret):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
-    options = dict(bootstrap_servers=BOOTSTRAP, security_protocol="SASL_PLAINTEXT",
+    options = dict(bootstrap_servers=BOOTSTRAP, security_protocol=PROTOCOL,
                    sasl_mechanism="PLAIN", sasl_plain_username=key,
                    sasl_plain_password=secret)
+    if CA:
+        options["ssl_cafile"] = CA
     producer = KafkaProducer(acks="all", **options)
     for i in range(5):
         producer.send(topic, value=f"kafka-python-{i}".encode(), partition=0).get(timeout=30)

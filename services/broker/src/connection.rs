@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::StreamExt;
-use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
@@ -25,6 +23,10 @@ use crate::Broker;
 pub(crate) enum ConnectionError {
     #[error("frame error: {0}")]
     Frame(#[source] std::io::Error),
+    #[error("TLS handshake failed: {0}")]
+    Tls(#[source] std::io::Error),
+    #[error("no TLS handshake within {:?}", crate::tls::HANDSHAKE_WITHIN)]
+    TlsTimeout,
     #[error("no request for {idle_ms} ms (connections.max.idle.ms)")]
     Idle { idle_ms: u64 },
     #[error("request header is {len} bytes, too short")]
@@ -54,23 +56,29 @@ const RESPONSES_IN_FLIGHT: usize = 32;
 const WRITE_BUFFER: usize = 64 * 1024;
 
 /// A length-prefixed response frame.
-async fn write_frame(out: &mut BufWriter<OwnedWriteHalf>, body: &[u8]) -> std::io::Result<()> {
+async fn write_frame<W: AsyncWrite + Unpin>(
+    out: &mut BufWriter<W>,
+    body: &[u8],
+) -> std::io::Result<()> {
     let len =
         u32::try_from(body.len()).map_err(|_| std::io::Error::other("response over 4 GiB"))?;
     out.write_all(&len.to_be_bytes()).await?;
     out.write_all(body).await
 }
 
-pub(crate) async fn run(
-    stream: TcpStream,
+/// Serves one connection (`peer` is `/ip`, as ACL hosts are matched) over a TCP or TLS
+/// stream.
+pub(crate) async fn run<S>(
+    stream: S,
+    peer: String,
     broker: Arc<Broker>,
     listener: Arc<ListenerInfo>,
-) -> Result<(), ConnectionError> {
-    let peer = stream
-        .peer_addr()
-        .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()));
+) -> Result<(), ConnectionError>
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
     let session = Session::new(listener, peer);
-    let (read, write) = stream.into_split();
+    let (read, write) = tokio::io::split(stream);
     let mut requests = FramedRead::new(read, FrameCodec::new(broker.config.max_request_bytes));
     let idle_ms = broker.config.connections_max_idle_ms;
     let (responses, mut queued) = mpsc::channel::<Bytes>(RESPONSES_IN_FLIGHT);

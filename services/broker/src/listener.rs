@@ -7,7 +7,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::connection;
+use crate::connection::{self, ConnectionError};
 use crate::listeners::ListenerInfo;
 use crate::Broker;
 
@@ -28,7 +28,8 @@ pub(crate) async fn serve(
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
+                Ok((stream, address)) => {
+                    let peer = address;
                     let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
                         tracing::warn!(
                             %peer,
@@ -42,7 +43,25 @@ pub(crate) async fn serve(
                     let broker = Arc::clone(&broker);
                     let info = Arc::clone(&info);
                     connections.spawn(async move {
-                        if let Err(e) = connection::run(stream, broker, info).await {
+                        let client = format!("/{}", address.ip());
+                        let served = match info.tls.as_ref().map(|tls| tls.acceptor()) {
+                            None => connection::run(stream, client, broker, info).await,
+                            Some(acceptor) => {
+                                match tokio::time::timeout(
+                                    crate::tls::HANDSHAKE_WITHIN,
+                                    acceptor.accept(stream),
+                                )
+                                .await
+                                {
+                                    Ok(Ok(stream)) => {
+                                        connection::run(stream, client, broker, info).await
+                                    }
+                                    Ok(Err(e)) => Err(ConnectionError::Tls(e)),
+                                    Err(_) => Err(ConnectionError::TlsTimeout),
+                                }
+                            }
+                        };
+                        if let Err(e) = served {
                             tracing::info!(%peer, reason = %e, "closed connection");
                         }
                         drop(slot);

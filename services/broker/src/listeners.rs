@@ -15,12 +15,21 @@ pub enum SecurityProtocol {
     /// SASL authentication (PLAIN, with the control plane's API keys) before any other
     /// request; every request is then authorized against the tenant's ACLs.
     SaslPlaintext,
+    /// TLS, no authentication: like PLAINTEXT, encrypted.
+    Ssl,
+    /// TLS, then SASL as on SASL_PLAINTEXT.
+    SaslSsl,
 }
 
 impl SecurityProtocol {
     /// Whether a client must authenticate before anything but ApiVersions and SASL.
     pub fn requires_sasl(self) -> bool {
-        matches!(self, Self::SaslPlaintext)
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+
+    /// Whether the listener speaks TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
     }
 }
 
@@ -29,6 +38,8 @@ impl fmt::Display for SecurityProtocol {
         f.write_str(match self {
             Self::Plaintext => "PLAINTEXT",
             Self::SaslPlaintext => "SASL_PLAINTEXT",
+            Self::Ssl => "SSL",
+            Self::SaslSsl => "SASL_SSL",
         })
     }
 }
@@ -38,7 +49,7 @@ impl fmt::Display for SecurityProtocol {
 pub enum ListenerError {
     #[error("listener {0:?} is not NAME://host:port")]
     Malformed(String),
-    #[error("security protocol {0:?} is not supported (PLAINTEXT or SASL_PLAINTEXT; SSL and SASL_SSL are not served yet)")]
+    #[error("security protocol {0:?} is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")]
     UnsupportedProtocol(String),
     #[error("listener {0:?} has no security protocol: name it in listener.security.protocol.map")]
     NoProtocol(String),
@@ -57,6 +68,8 @@ impl FromStr for SecurityProtocol {
         match s.to_ascii_uppercase().as_str() {
             "PLAINTEXT" => Ok(Self::Plaintext),
             "SASL_PLAINTEXT" => Ok(Self::SaslPlaintext),
+            "SSL" => Ok(Self::Ssl),
+            "SASL_SSL" => Ok(Self::SaslSsl),
             _ => Err(ListenerError::UnsupportedProtocol(s.to_owned())),
         }
     }
@@ -181,13 +194,15 @@ pub fn listener_specs(
 }
 
 /// A bound listener, as its connections see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ListenerInfo {
     pub name: String,
     pub protocol: SecurityProtocol,
     /// The address the broker gives clients of this listener for itself.
     pub advertised_host: String,
     pub advertised_port: u16,
+    /// The certificate a TLS listener (SSL, SASL_SSL) presents.
+    pub tls: Option<std::sync::Arc<crate::tls::TlsFiles>>,
 }
 
 #[cfg(test)]
@@ -250,7 +265,11 @@ mod tests {
                 None,
                 ListenerError::NoProtocol("EXTERNAL".into()),
             ),
-            ("SSL://h:1", None, ListenerError::NoProtocol("SSL".into())),
+            (
+                "CLIENT://h:1",
+                None,
+                ListenerError::NoProtocol("CLIENT".into()),
+            ),
             (
                 "PLAINTEXT://h:1,plaintext://h:2",
                 None,
@@ -269,8 +288,12 @@ mod tests {
             );
         }
         assert_eq!(
-            parse_protocol_map("A:SASL_SSL"),
-            Err(ListenerError::UnsupportedProtocol("SASL_SSL".into()))
+            parse_protocol_map("A:GSSAPI"),
+            Err(ListenerError::UnsupportedProtocol("GSSAPI".into()))
+        );
+        assert_eq!(
+            parse_protocol_map("A:sasl_ssl").unwrap()["A"],
+            SecurityProtocol::SaslSsl
         );
         let many = (0..=MAX_LISTENERS)
             .map(|i| format!("L{i}://h:{i}"))

@@ -168,6 +168,7 @@ impl Node {
             protocol: SecurityProtocol::Plaintext,
             advertised_host: broker.config.advertised_host.clone(),
             advertised_port: broker.config.advertised_port,
+            tls: None,
         };
         let server = spawn_server(&broker, listener, info, &stop_serving);
         Ok(Self {

@@ -172,6 +172,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
                 protocol: SecurityProtocol::SaslPlaintext,
                 advertised_host: bound.ip().to_string(),
                 advertised_port: bound.port(),
+                tls: None,
             },
         );
         sasl_address = Some(bound.to_string());

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use skein_broker::controller_link::BrokerIdentity;
 use skein_broker::listeners::{self, ListenerInfo, SecurityProtocol};
+use skein_broker::tls::TlsFiles;
 use skein_broker::{BrokerConfig, NodeSettings};
+use std::sync::Arc;
 use tokio::net::TcpListener;
 
 #[derive(Debug, clap::Args)]
@@ -36,6 +38,21 @@ pub(crate) struct ListenerArgs {
         requires = "listeners"
     )]
     pub(crate) listener_security_protocol_map: Option<String>,
+    /// PEM file with the certificate chain SSL and SASL_SSL listeners present (read again
+    /// when it changes)
+    #[arg(
+        long,
+        env = "SKEIN_SSL_CERTIFICATE_LOCATION",
+        requires = "ssl_key_location"
+    )]
+    pub(crate) ssl_certificate_location: Option<PathBuf>,
+    /// PEM file with the private key of --ssl-certificate-location
+    #[arg(
+        long,
+        env = "SKEIN_SSL_KEY_LOCATION",
+        requires = "ssl_certificate_location"
+    )]
+    pub(crate) ssl_key_location: Option<PathBuf>,
     /// A TOML configuration file (see `docs/configuration.md`)
     #[arg(long, env = "SKEIN_BROKER_CONFIG")]
     pub(crate) config: Option<PathBuf>,
@@ -74,6 +91,20 @@ impl ListenerArgs {
                 "--listeners needs a PLAINTEXT listener: brokers replicate over it (and \
                  register its address with the controller)",
             )?;
+        let tls = match (&self.ssl_certificate_location, &self.ssl_key_location) {
+            (Some(certificate), Some(key)) => Some(Arc::new(
+                TlsFiles::open(certificate, key).context("the TLS certificate does not load")?,
+            )),
+            _ => None,
+        };
+        if let Some(spec) = specs.iter().find(|s| s.protocol.uses_tls()) {
+            anyhow::ensure!(
+                tls.is_some(),
+                "listener {} is {}: give --ssl-certificate-location and --ssl-key-location",
+                spec.name,
+                spec.protocol
+            );
+        }
         let mut main = None;
         let mut extra = Vec::new();
         for (index, spec) in specs.into_iter().enumerate() {
@@ -92,6 +123,7 @@ impl ListenerArgs {
                     protocol: spec.protocol,
                     advertised_host: host,
                     advertised_port: port,
+                    tls: tls.clone().filter(|_| spec.protocol.uses_tls()),
                 };
                 extra.push((listener, info));
             }

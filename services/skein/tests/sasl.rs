@@ -67,16 +67,20 @@ fn sasl_script(python: &str, bootstrap: &str, args: &[&str]) -> serde_json::Valu
 }
 
 fn kcat(bootstrap: &str, key: &str, secret: &str, args: &[&str], input: &str) -> (bool, String) {
+    let settings = [
+        "security.protocol=SASL_PLAINTEXT".to_owned(),
+        "sasl.mechanisms=PLAIN".to_owned(),
+        format!("sasl.username={key}"),
+        format!("sasl.password={secret}"),
+    ];
+    kcat_with(bootstrap, &settings, args, input)
+}
+
+/// kcat with `-X` settings.
+fn kcat_with(bootstrap: &str, settings: &[String], args: &[&str], input: &str) -> (bool, String) {
     let mut child = Command::new("timeout")
         .args(["60", "kcat", "-b", bootstrap])
-        .args([
-            "-X",
-            "security.protocol=SASL_PLAINTEXT",
-            "-X",
-            "sasl.mechanisms=PLAIN",
-        ])
-        .args(["-X", &format!("sasl.username={key}")])
-        .args(["-X", &format!("sasl.password={secret}")])
+        .args(settings.iter().flat_map(|s| ["-X", s.as_str()]))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -272,4 +276,171 @@ fn skein_dev_serves_sasl_plain_with_the_api_key_it_prints() {
         .unwrap();
     assert!(listed.status.success());
     assert!(String::from_utf8_lossy(&listed.stdout).contains("dev-sasl"));
+}
+
+/// A certificate authority and a server certificate for 127.0.0.1 it signed, as PEM files
+/// in `dir` named `<name>-ca.pem`, `<name>.pem` and `<name>.key`.
+fn certificates(dir: &std::path::Path, name: &str) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (ca, ca_key) = (format!("{name}-ca.pem"), format!("{name}-ca.key"));
+    let (cert, key, csr) = (
+        format!("{name}.pem"),
+        format!("{name}.key"),
+        format!("{name}.csr"),
+    );
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let subject = format!("/CN={name}-ca");
+    run(&[
+        &["req", "-x509"][..],
+        &ec[..],
+        &[
+            "-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", &subject,
+        ],
+    ]
+    .concat());
+    run(&[
+        &["req"][..],
+        &ec[..],
+        &["-keyout", &key, "-out", &csr, "-subj", "/CN=127.0.0.1"],
+    ]
+    .concat());
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-out",
+        &cert,
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    ]);
+}
+
+#[test]
+fn tls_listeners_serve_sasl_ssl_and_take_a_renewed_certificate() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("sasl_ssl").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    let (key, secret) = api_key(&admin_addr, "acme", "writer");
+    let certs = tempfile::tempdir().unwrap();
+    certificates(certs.path(), "first");
+    certificates(certs.path(), "second");
+    let served = certs.path().join("served");
+    std::fs::create_dir(&served).unwrap();
+    let serve = |name: &str| {
+        // Written beside, then renamed in, as a Secret volume is updated.
+        for ext in ["pem", "key"] {
+            let staged = served.join(format!("next.{ext}"));
+            std::fs::copy(certs.path().join(format!("{name}.{ext}")), &staged).unwrap();
+            std::fs::rename(&staged, served.join(format!("server.{ext}"))).unwrap();
+        }
+    };
+    serve("first");
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .args([
+                "--listeners",
+                "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+                "--heartbeat-interval-secs",
+                "1",
+            ])
+            .arg("--ssl-certificate-location")
+            .arg(served.join("server.pem"))
+            .arg("--ssl-key-location")
+            .arg(served.join("server.key"))
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let tls = field(&broker.first_line, "(SASL_SSL) on ");
+    admin(
+        &admin_addr,
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"orders","partitions_count":1}"#,
+    );
+    let first_ca = certs.path().join("first-ca.pem");
+    let script = format!(
+        "{}/../../tests/clients/sasl_clients.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let roundtrip = wait_for(|| {
+        let out = Command::new("timeout")
+            .args([
+                "120",
+                &python,
+                &script,
+                &tls,
+                "roundtrip",
+                "orders",
+                &key,
+                &secret,
+            ])
+            .env("SKEIN_TEST_CA", &first_ca)
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap())
+    });
+    assert_eq!(roundtrip["confluent"], 5, "{roundtrip}");
+    assert_eq!(roundtrip["kafka_python"], 5, "{roundtrip}");
+    // A client that does not speak TLS gets nowhere.
+    let plain = sasl_script(&python, &tls, &["plaintext"]);
+    assert_ne!(plain["error"], "none", "{plain}");
+
+    let over_tls = |ca: &std::path::Path| {
+        let settings = [
+            "security.protocol=SASL_SSL".to_owned(),
+            format!("ssl.ca.location={}", ca.display()),
+            "sasl.mechanisms=PLAIN".to_owned(),
+            format!("sasl.username={key}"),
+            format!("sasl.password={secret}"),
+        ];
+        kcat_with(&tls, &settings, &["-L", "-t", "orders"], "")
+    };
+    let (ok, out) = over_tls(&first_ca);
+    assert!(ok, "{out}");
+    // A renewed certificate (from another authority here) is served to new connections.
+    serve("second");
+    let second_ca = certs.path().join("second-ca.pem");
+    wait_for(|| over_tls(&second_ca).0.then_some(()));
+    let (ok, out) = over_tls(&first_ca);
+    assert!(!ok, "{out}");
+
+    broker.stop();
+    cp.stop();
 }

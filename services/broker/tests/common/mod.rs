@@ -66,6 +66,7 @@ impl TestBroker {
             protocol: skein_broker::listeners::SecurityProtocol::SaslPlaintext,
             advertised_host: addr.ip().to_string(),
             advertised_port: addr.port(),
+            tls: None,
         };
         let node = self.node.as_mut().unwrap();
         let _guard = self.runtime.enter();

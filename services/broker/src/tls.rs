@@ -1,0 +1,153 @@
+//! TLS on the Kafka listeners (SSL and SASL_SSL): the certificate chain and private key come
+//! from PEM files and are read again when either file changes, so a renewed certificate
+//! (cert-manager rotating a Secret) applies to new connections without a restart. A renewal
+//! that does not load is logged and the last good certificate stays in use.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::Mutex;
+use rustls::ServerConfig;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::TlsAcceptor;
+
+/// How often the files' modification times are looked at, at most.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a client has to finish the TLS handshake.
+pub(crate) const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
+
+/// Why the certificate or key could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: {source}")]
+    Pem {
+        path: PathBuf,
+        source: rustls_pki_types::pem::Error,
+    },
+    #[error("{0}: no certificate in the file")]
+    NoCertificate(PathBuf),
+    #[error("the certificate and key do not make a TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// The modification times of the two files, when they could be read.
+type Stamps = (Option<SystemTime>, Option<SystemTime>);
+
+/// A listener's certificate and key, and the TLS configuration made from them.
+#[derive(Debug)]
+pub struct TlsFiles {
+    certificate: PathBuf,
+    key: PathBuf,
+    loaded: Mutex<Loaded>,
+}
+
+struct Loaded {
+    stamps: Stamps,
+    checked: Instant,
+    acceptor: TlsAcceptor,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded")
+            .field("stamps", &self.stamps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsFiles {
+    /// Reads the certificate chain and key now; an error if they do not load.
+    pub fn open(
+        certificate: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Result<Self, TlsError> {
+        let (certificate, key) = (certificate.into(), key.into());
+        let stamps = stamps(&certificate, &key);
+        let acceptor = TlsAcceptor::from(Arc::new(load(&certificate, &key)?));
+        Ok(Self {
+            certificate,
+            key,
+            loaded: Mutex::new(Loaded {
+                stamps,
+                checked: Instant::now(),
+                acceptor,
+            }),
+        })
+    }
+
+    /// The acceptor for a new connection, from the files as they are now.
+    pub(crate) fn acceptor(&self) -> TlsAcceptor {
+        let mut loaded = self.loaded.lock();
+        if loaded.checked.elapsed() >= CHECK_EVERY {
+            loaded.checked = Instant::now();
+            let now = stamps(&self.certificate, &self.key);
+            if now != loaded.stamps {
+                loaded.stamps = now;
+                match load(&self.certificate, &self.key) {
+                    Ok(config) => {
+                        tracing::info!(certificate = %self.certificate.display(),
+                            "loaded the renewed TLS certificate");
+                        loaded.acceptor = TlsAcceptor::from(Arc::new(config));
+                    }
+                    Err(e) => tracing::warn!(error = %e,
+                        "the changed TLS certificate does not load; keeping the last good one"),
+                }
+            }
+        }
+        loaded.acceptor.clone()
+    }
+}
+
+fn stamps(certificate: &Path, key: &Path) -> Stamps {
+    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    (modified(certificate), modified(key))
+}
+
+/// A PEM error about `path`.
+fn pem(path: &Path) -> impl Fn(rustls_pki_types::pem::Error) -> TlsError + '_ {
+    move |source| TlsError::Pem {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn load(certificate: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
+    let chain = CertificateDer::pem_file_iter(certificate)
+        .map_err(pem(certificate))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(pem(certificate))?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate(certificate.to_owned()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(pem(key))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_that_does_not_load_is_refused_with_the_file_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (certificate, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let missing = TlsFiles::open(&certificate, &key);
+        assert!(
+            matches!(&missing, Err(TlsError::Pem { path, .. }) if *path == certificate),
+            "{missing:?}"
+        );
+        std::fs::write(&certificate, "not a certificate\n").unwrap_or_else(|e| panic!("{e}"));
+        let empty = TlsFiles::open(&certificate, &key);
+        assert!(
+            matches!(&empty, Err(TlsError::NoCertificate(path)) if *path == certificate),
+            "{empty:?}"
+        );
+    }
+}
