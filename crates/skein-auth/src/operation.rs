@@ -39,7 +39,7 @@ impl Operation {
     /// `ALL` grants everything; `READ`, `WRITE`, `DELETE` and `ALTER` also grant `DESCRIBE`;
     /// `ALTER_CONFIGS` also grants `DESCRIBE_CONFIGS`. `DENY` bindings use plain equality
     /// (or `ALL`) instead: denying `READ` does not deny `DESCRIBE`.
-    pub(crate) fn allow_grants(self, requested: Operation) -> bool {
+    pub fn allow_grants(self, requested: Operation) -> bool {
         use Operation::{All, Alter, AlterConfigs, Delete, Describe, DescribeConfigs, Read, Write};
         self == All
             || self == requested

@@ -65,9 +65,22 @@ impl<'a> Access<'a> {
     /// InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE
     /// on some topic of the tenant (KIP-679).
     pub(crate) fn may_write_idempotently(&self) -> bool {
-        self.principal.is_none()
-            || self.cluster(Operation::IdempotentWrite)
-            || self
+        let Some(principal) = &self.principal else {
+            return true;
+        };
+        if self.cluster(Operation::IdempotentWrite) {
+            return true;
+        }
+        // Only a principal some binding lets write a topic can; the others are answered
+        // without going through every topic.
+        let may_write_some = self.broker.acls.read().iter().any(|b| {
+            b.resource_type == ResourceType::Topic
+                && b.permission == skein_auth::Permission::Allow
+                && b.operation.allow_grants(Operation::Write)
+                && (b.principal == *principal || b.principal.is_wildcard())
+        });
+        may_write_some
+            && self
                 .broker
                 .topics
                 .list()

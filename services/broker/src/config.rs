@@ -55,6 +55,18 @@ pub struct BrokerConfig {
     /// `follower.replication.throttled.rate`: bytes per second a catching-up follower of
     /// throttled replicas fetches; `None`, no limit.
     pub follower_replication_throttled_rate: Option<u64>,
+    /// SASL/OAUTHBEARER on the SASL listeners: how the JWTs clients present are checked
+    /// (the gateway's keys and tenant claim); `None` offers PLAIN only.
+    pub oauthbearer: Option<std::sync::Arc<OAuthBearer>>,
+}
+
+/// How a SASL/OAUTHBEARER token is checked: its signature and registered claims by
+/// `verifier`; `sub` names the principal and `tenant_claim` its tenant, which must be the
+/// broker's.
+#[derive(Debug)]
+pub struct OAuthBearer {
+    pub verifier: skein_token::Verifier,
+    pub tenant_claim: String,
 }
 
 impl BrokerConfig {
@@ -82,6 +94,7 @@ impl BrokerConfig {
             default_compression: skein_log::topic_config::TopicCompression::Producer,
             leader_replication_throttled_rate: None,
             follower_replication_throttled_rate: None,
+            oauthbearer: None,
         }
     }
 }

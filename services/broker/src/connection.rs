@@ -41,6 +41,8 @@ pub(crate) enum ConnectionError {
     AuthenticationFailed,
     #[error("the API key {key_id:?} this connection authenticated with is no longer in force")]
     KeyRevoked { key_id: String },
+    #[error("the session of {principal} ended with its token, and it did not re-authenticate")]
+    SessionExpired { principal: String },
     #[error("malformed request for api key {api_key} version {version}: {reason}")]
     Malformed {
         api_key: i16,
@@ -106,6 +108,7 @@ where
             };
             let frame = frame.map_err(ConnectionError::Frame)?;
             if let SaslState::Handshaken { raw: true, .. } = session.state() {
+                // Only PLAIN is accepted after a v0 handshake.
                 // After SaslHandshake v0 the token comes bare; an empty frame says yes.
                 raw_token(&frame, &broker, &session).await?;
                 if responses.send(Bytes::new()).await.is_err() {
@@ -186,6 +189,10 @@ fn admit(api_key: i16, broker: &Broker, session: &Session) -> Result<(), Connect
         SaslState::Authenticated(who) => {
             if who.still_valid(&broker.keys) {
                 Ok(())
+            } else if who.expires_at.is_some() {
+                Err(ConnectionError::SessionExpired {
+                    principal: who.principal.to_string(),
+                })
             } else {
                 Err(ConnectionError::KeyRevoked { key_id: who.key_id })
             }

@@ -151,6 +151,19 @@ impl ControllerLink {
             .collect()
     }
 
+    /// This tenant's principals' own quotas in a snapshot, by principal name.
+    pub fn principal_quotas_of(
+        &self,
+        snapshot: &pb::MetadataSnapshot,
+    ) -> std::collections::HashMap<String, pb::Quota> {
+        snapshot
+            .quotas
+            .iter()
+            .filter(|q| q.tenant == self.identity.tenant)
+            .filter_map(|q| Some((q.principal.clone()?, q.clone())))
+            .collect()
+    }
+
     /// The ids of this tenant's API keys in force, in a snapshot.
     pub fn keys_of(&self, snapshot: &pb::MetadataSnapshot) -> std::collections::HashSet<String> {
         snapshot

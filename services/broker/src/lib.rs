@@ -37,7 +37,7 @@ use std::sync::Arc;
 use skein_log::topic_config;
 use skein_log::LogManager;
 
-pub use config::BrokerConfig;
+pub use config::{BrokerConfig, OAuthBearer};
 
 /// Broker-wide topic defaults from settings under Kafka's names (`retention.ms`, ...),
 /// checked as topic configs are.
@@ -95,6 +95,8 @@ pub struct Broker {
     follower_throttle: replication_throttle::ReplicationThrottle,
     /// API keys presented over SASL/PLAIN, as the controller checked them.
     keys: sasl::KeyChecker,
+    /// Each principal's own quota, for clients authenticated on a SASL listener.
+    principal_quotas: quota::PrincipalQuotas,
 }
 
 impl Broker {
@@ -140,6 +142,7 @@ impl Broker {
         let acls = link.acls_of(&first);
         let quota = link.quota_of(&first);
         let keys = link.keys_of(&first);
+        let principal_quotas = link.principal_quotas_of(&first);
         let controller = Some(link);
         let broker =
             tokio::task::spawn_blocking(move || Self::open_with(config, topics, controller))
@@ -147,6 +150,7 @@ impl Broker {
         *broker.acls.write() = acls;
         broker.quotas.set(quota);
         broker.keys.set_in_force(keys);
+        broker.principal_quotas.set(principal_quotas);
         Ok((broker, snapshots))
     }
 
@@ -186,6 +190,9 @@ impl Broker {
                             *broker.acls.write() = link.acls_of(&snapshot);
                             broker.quotas.set(link.quota_of(&snapshot));
                             broker.keys.set_in_force(link.keys_of(&snapshot));
+                            broker
+                                .principal_quotas
+                                .set(link.principal_quotas_of(&snapshot));
                         }
                         Ok(None) | Err(_) => {
                             tracing::warn!("metadata stream ended; reopening");
@@ -258,6 +265,7 @@ impl Broker {
             leader_throttle,
             follower_throttle,
             keys: sasl::KeyChecker::default(),
+            principal_quotas: quota::PrincipalQuotas::default(),
         }))
     }
 

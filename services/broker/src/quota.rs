@@ -2,9 +2,11 @@
 //! answered, its bytes are charged to the tenant's bucket, the answer carries the throttle
 //! time (`throttle_time_ms`, which clients honour by backing off), and the next produce or
 //! fetch on any of the tenant's connections waits until the debt is paid (and with it what
-//! follows on that connection, as Kafka mutes a throttled channel). Kafka clients act
-//! as the tenant, so only the tenant-wide quota applies; the gateway's requests pass here
-//! too, so a tenant's byte rates are bounded however many gateways it uses.
+//! follows on that connection, as Kafka mutes a throttled channel). The gateway's requests
+//! pass here too, so a tenant's byte rates are bounded however many gateways it uses. A
+//! client authenticated on a SASL listener is also held to its principal's own quota
+//! ([`PrincipalQuotas`]), the one the gateway applies to that principal: a request waits for
+//! the larger of the two debts and is charged to both.
 //!
 //! The request-rate quota is not metered here: it limits calls to the gateway, and every
 //! Kafka consumer sends a steady stream of long polls and heartbeats that are not calls a
@@ -118,6 +120,30 @@ impl TenantQuotas {
     }
 }
 
+/// Each principal's own byte quotas (the controller's quotas that name a principal), with
+/// their buckets.
+#[derive(Debug, Default)]
+pub(crate) struct PrincipalQuotas {
+    quotas: parking_lot::RwLock<std::collections::HashMap<String, std::sync::Arc<TenantQuotas>>>,
+}
+
+impl PrincipalQuotas {
+    /// Replaces the limits by principal name; a principal's buckets keep their level while
+    /// it keeps a quota.
+    pub(crate) fn set(&self, quotas: std::collections::HashMap<String, pb::Quota>) {
+        let mut held = self.quotas.write();
+        held.retain(|name, _| quotas.contains_key(name));
+        for (name, quota) in quotas {
+            held.entry(name).or_default().set(Some(quota));
+        }
+    }
+
+    /// The quotas of `principal`, if it has any.
+    pub(crate) fn of(&self, principal: &str) -> Option<std::sync::Arc<TenantQuotas>> {
+        self.quotas.read().get(principal).cloned()
+    }
+}
+
 /// Milliseconds for a response's `throttle_time_ms`.
 pub(crate) fn throttle_ms(throttle: Duration) -> i32 {
     i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX)
@@ -159,5 +185,28 @@ mod tests {
         assert_eq!(quotas.debt(Metered::ProduceBytes), Duration::ZERO);
         quotas.set(Some(quota(Some(1000))));
         assert_eq!(quotas.debt(Metered::ProduceBytes), Duration::ZERO);
+    }
+
+    #[test]
+    fn each_principal_has_its_own_buckets_and_loses_them_with_its_quota() {
+        let quotas = PrincipalQuotas::default();
+        let limit = |rate| {
+            std::collections::HashMap::from([(
+                "alice".to_owned(),
+                pb::Quota {
+                    principal: Some("alice".into()),
+                    ..quota(Some(rate))
+                },
+            )])
+        };
+        quotas.set(limit(1000));
+        assert!(quotas.of("bob").is_none());
+        let alice = quotas.of("alice").unwrap();
+        alice.charge(Metered::ProduceBytes, 3000);
+        // A new snapshot with the same quota keeps the debt.
+        quotas.set(limit(1000));
+        assert!(quotas.of("alice").unwrap().debt(Metered::ProduceBytes) > Duration::ZERO);
+        quotas.set(std::collections::HashMap::new());
+        assert!(quotas.of("alice").is_none());
     }
 }

@@ -197,8 +197,15 @@ async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, Connect
     // Over a byte quota, the call waits here: that holds its connection back, as Kafka
     // mutes a throttled channel.
     let metered = A::METERED.filter(|_| A::is_metered(&request));
+    // An authenticated principal's own quota applies beside the tenant's.
+    let own = metered
+        .and_then(|_| call.session.principal())
+        .and_then(|principal| call.broker.principal_quotas.of(&principal.name));
     if let Some(metered) = metered {
-        let hold = call.broker.quotas.debt(metered);
+        let hold = call.broker.quotas.debt(metered).max(
+            own.as_ref()
+                .map_or(std::time::Duration::ZERO, |q| q.debt(metered)),
+        );
         if !hold.is_zero() {
             tokio::time::sleep(hold).await;
         }
@@ -207,7 +214,10 @@ async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, Connect
     if let Some(metered) = metered {
         // Handled, then charged: the throttle applies to what comes next.
         let charged = A::charged(request_bytes, response.as_ref());
-        let throttle = call.broker.quotas.charge(metered, charged);
+        let throttle = call.broker.quotas.charge(metered, charged).max(
+            own.as_ref()
+                .map_or(std::time::Duration::ZERO, |q| q.charge(metered, charged)),
+        );
         if let Some(response) = response.as_mut() {
             A::throttled(response, throttle_ms(throttle));
         }

@@ -1,8 +1,10 @@
-//! SASL on the Kafka path: each connection's authentication state, the PLAIN mechanism
-//! (RFC 4616) carrying an API key id and secret, and the check of those against the control
-//! plane, remembered for a short while. A connection authenticated with a key is closed once
-//! the controller's metadata no longer lists the key as in force (revoked, or its principal
-//! deleted), within a metadata refresh.
+//! SASL on the Kafka path: each connection's authentication state; the PLAIN mechanism
+//! (RFC 4616) carrying an API key id and secret, checked against the control plane and
+//! remembered for a short while; and OAUTHBEARER (RFC 7628, KIP-255) carrying the JWTs the
+//! gateway accepts. A connection authenticated with a key is closed once the controller's
+//! metadata no longer lists the key as in force (revoked, or its principal deleted), within
+//! a metadata refresh; one authenticated with a token is closed at its first request after
+//! the token expires unless the client re-authenticated in time (KIP-368).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -15,11 +17,15 @@ use skein_auth::Principal;
 use crate::controller_link::ControllerLink;
 use crate::listeners::ListenerInfo;
 
-/// The mechanisms SaslHandshake offers.
-pub(crate) const MECHANISMS: &[&str] = &["PLAIN"];
+/// The mechanisms a SASL listener can offer; OAUTHBEARER only when tokens can be checked.
+pub(crate) const PLAIN: &str = "PLAIN";
+pub(crate) const OAUTHBEARER: &str = "OAUTHBEARER";
 
-/// The largest SASL token read (a PLAIN message is three fields of at most 255 bytes each).
+/// The largest PLAIN token read (a PLAIN message is three fields of at most 255 bytes each).
 pub const MAX_TOKEN_BYTES: usize = 1024;
+
+/// The largest OAUTHBEARER message read (a JWT with its framing).
+pub const MAX_OAUTHBEARER_BYTES: usize = 16 * 1024;
 
 /// How long a verified key is answered without asking the controller again (a revoked key
 /// is dropped at once when the metadata says so).
@@ -33,11 +39,13 @@ const MAX_REMEMBERED_KEYS: usize = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Authenticated {
     pub principal: Principal,
-    /// The API key used, which must stay in force.
+    /// The API key used, which must stay in force (empty for a token).
     pub key_id: String,
-    /// When the controller accepted the key: a key made a moment ago is missing from the
+    /// When the credential was accepted: a key made a moment ago is missing from the
     /// metadata until the next snapshot, for at most [`NEW_KEY_GRACE`].
     pub verified_at: Instant,
+    /// When a token's session ends (its `exp`); `None` for an API key.
+    pub expires_at: Option<std::time::SystemTime>,
 }
 
 /// How long a key the controller accepted may be missing from the broker's list of keys in
@@ -48,7 +56,21 @@ impl Authenticated {
     /// Whether the connection may go on: its key is in force, or was accepted too recently
     /// for the metadata to list it yet.
     pub(crate) fn still_valid(&self, keys: &KeyChecker) -> bool {
-        keys.in_force(&self.key_id) || self.verified_at.elapsed() < NEW_KEY_GRACE
+        match self.expires_at {
+            Some(expires_at) => std::time::SystemTime::now() < expires_at,
+            None => keys.in_force(&self.key_id) || self.verified_at.elapsed() < NEW_KEY_GRACE,
+        }
+    }
+
+    /// The session's lifetime for SaslAuthenticate's `session_lifetime_ms`: a token's time
+    /// left, 0 (no re-authentication asked) for an API key.
+    pub(crate) fn session_lifetime_ms(&self) -> i64 {
+        self.expires_at.map_or(0, |at| {
+            at.duration_since(std::time::SystemTime::now())
+                .map_or(1, |left| {
+                    i64::try_from(left.as_millis()).unwrap_or(i64::MAX).max(1)
+                })
+        })
     }
 }
 
@@ -58,10 +80,12 @@ pub(crate) enum SaslState {
     /// Nothing yet: a SASL listener answers only ApiVersions and SaslHandshake.
     Start,
     /// SaslHandshake chose this mechanism; SaslAuthenticate comes next, or with a v0
-    /// handshake (`raw`) the bare token in a frame of its own.
+    /// handshake (`raw`) the bare token in a frame of its own. `previous` is the principal
+    /// of a session being re-authenticated (KIP-368), which must not change.
     Handshaken {
         mechanism: &'static str,
         raw: bool,
+        previous: Option<Principal>,
     },
     Authenticated(Authenticated),
     /// Authentication failed: the connection closes once the answer is sent.
@@ -116,6 +140,100 @@ pub enum SaslError {
     Unavailable,
     #[error("authentication failed: this broker has no control plane to check API keys")]
     NoController,
+    #[error("the SASL/OAUTHBEARER message is malformed")]
+    MalformedOAuthBearer,
+    #[error("the SASL/OAUTHBEARER message is over {MAX_OAUTHBEARER_BYTES} bytes")]
+    OAuthBearerTooLarge,
+    #[error("authentication failed: the token was refused: {0}")]
+    BadToken(String),
+    #[error(
+        "authentication failed: the token names tenant {found:?}, this listener serves {serves:?}"
+    )]
+    OtherTenant { found: String, serves: String },
+    #[error("re-authentication must keep the principal {0}")]
+    PrincipalChanged(Principal),
+}
+
+/// The bearer token of an OAUTHBEARER client message: a GS2 header, then `key=value`
+/// pairs separated by 0x01, one of them `auth=Bearer <token>`, and a final 0x01.
+pub fn parse_oauthbearer(message: &[u8]) -> Result<&str, SaslError> {
+    if message.len() > MAX_OAUTHBEARER_BYTES {
+        return Err(SaslError::OAuthBearerTooLarge);
+    }
+    let text = std::str::from_utf8(message).map_err(|_| SaslError::MalformedOAuthBearer)?;
+    let mut parts = text.split('\u{1}');
+    let header = parts.next().unwrap_or_default();
+    // No channel binding: "n," (or "y,"), an optional authzid, and ",".
+    if !(header.starts_with("n,") || header.starts_with("y,")) || !header.ends_with(',') {
+        return Err(SaslError::MalformedOAuthBearer);
+    }
+    let mut token = None;
+    let mut ended = false;
+    for pair in parts.by_ref() {
+        if pair.is_empty() {
+            ended = true;
+            break;
+        }
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or(SaslError::MalformedOAuthBearer)?;
+        if key == "auth" {
+            let (scheme, bearer) = value
+                .split_once(' ')
+                .ok_or(SaslError::MalformedOAuthBearer)?;
+            if !scheme.eq_ignore_ascii_case("bearer") || token.is_some() {
+                return Err(SaslError::MalformedOAuthBearer);
+            }
+            token = Some(bearer.trim());
+        }
+    }
+    // The message ends with the empty pair's separator, and nothing follows.
+    if !ended || parts.next() != Some("") || parts.next().is_some() {
+        return Err(SaslError::MalformedOAuthBearer);
+    }
+    token
+        .filter(|t| !t.is_empty())
+        .ok_or(SaslError::MalformedOAuthBearer)
+}
+
+/// The principal a token names, once `oauth` verifies it for `tenant`.
+pub(crate) fn authenticate_token(
+    oauth: &crate::config::OAuthBearer,
+    tenant: Option<&str>,
+    token: &str,
+) -> Result<Authenticated, SaslError> {
+    let required = ["sub", "exp", oauth.tenant_claim.as_str()];
+    let claims = oauth
+        .verifier
+        .verify(token, &required)
+        .map_err(|e| SaslError::BadToken(e.to_string()))?;
+    let text = |name: &str| {
+        claims
+            .get(name)
+            .and_then(serde_json::Value::as_str)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| SaslError::BadToken(format!("the {name} claim is not a name")))
+    };
+    let found = text(&oauth.tenant_claim)?;
+    if let Some(serves) = tenant.filter(|serves| *serves != found) {
+        return Err(SaslError::OtherTenant {
+            found: found.to_owned(),
+            serves: serves.to_owned(),
+        });
+    }
+    let exp = claims
+        .get("exp")
+        .and_then(|exp| {
+            exp.as_u64()
+                .or_else(|| exp.as_f64().map(|secs| secs as u64))
+        })
+        .ok_or_else(|| SaslError::BadToken("exp is not a time".to_owned()))?;
+    Ok(Authenticated {
+        principal: Principal::user(text("sub")?),
+        key_id: String::new(),
+        verified_at: Instant::now(),
+        expires_at: std::time::UNIX_EPOCH.checked_add(Duration::from_secs(exp)),
+    })
 }
 
 /// A PLAIN message: `[authzid] NUL authcid NUL passwd`, the key id as authcid.
@@ -185,6 +303,7 @@ impl KeyChecker {
                     principal: Principal::user(principal.clone()),
                     key_id: credentials.key_id.to_owned(),
                     verified_at: *at,
+                    expires_at: None,
                 });
             }
         }
@@ -212,6 +331,7 @@ impl KeyChecker {
             principal: Principal::user(principal),
             key_id: credentials.key_id.to_owned(),
             verified_at: Instant::now(),
+            expires_at: None,
         })
     }
 }
@@ -249,6 +369,79 @@ mod tests {
     }
 
     #[test]
+    fn oauthbearer_messages_yield_their_bearer_token() {
+        assert_eq!(
+            parse_oauthbearer(b"n,,\x01auth=Bearer abc.def.ghi\x01\x01"),
+            Ok("abc.def.ghi")
+        );
+        assert_eq!(
+            parse_oauthbearer(b"n,a=alice,\x01host=h\x01auth=bearer t\x01\x01"),
+            Ok("t")
+        );
+        for bad in [
+            &b""[..],
+            b"n,,\x01\x01",
+            b"p=x,,\x01auth=Bearer t\x01\x01",
+            b"n,,\x01auth=Basic t\x01\x01",
+            b"n,,\x01auth=Bearer t\x01",
+            b"n,,\x01auth=Bearer t\x01\x01more",
+            b"n,,\x01auth=Bearer a\x01auth=Bearer b\x01\x01",
+            b"n,,\x01novalue\x01\x01",
+        ] {
+            assert_eq!(
+                parse_oauthbearer(bad),
+                Err(SaslError::MalformedOAuthBearer),
+                "{bad:?}"
+            );
+        }
+        let long = vec![b'a'; MAX_OAUTHBEARER_BYTES + 1];
+        assert_eq!(
+            parse_oauthbearer(&long),
+            Err(SaslError::OAuthBearerTooLarge)
+        );
+    }
+
+    #[test]
+    fn a_token_names_its_principal_and_tenant_and_bounds_the_session() {
+        let secret = b"0123456789abcdef0123456789abcdef";
+        let oauth = crate::config::OAuthBearer {
+            verifier: skein_token::Verifier::new(vec![skein_token::VerifyingKey::hs256(
+                secret, None,
+            )]),
+            tenant_claim: "tenant".to_owned(),
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let sign = |claims: serde_json::Value| {
+            let claims = claims.as_object().cloned().unwrap_or_default();
+            skein_token::Hs256Signer::new(secret)
+                .sign(&claims)
+                .unwrap_or_default()
+        };
+        let token = sign(serde_json::json!({"sub": "alice", "tenant": "acme", "exp": now + 60}));
+        let who = match authenticate_token(&oauth, Some("acme"), &token) {
+            Ok(who) => who,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(who.principal, Principal::user("alice"));
+        let lifetime = who.session_lifetime_ms();
+        assert!((50_000..=60_000).contains(&lifetime), "{lifetime}");
+        assert!(who.still_valid(&KeyChecker::default()));
+        assert!(matches!(
+            authenticate_token(&oauth, Some("globex"), &token),
+            Err(SaslError::OtherTenant { .. })
+        ));
+        let expired = sign(serde_json::json!({"sub": "alice", "tenant": "acme", "exp": now - 600}));
+        assert!(matches!(
+            authenticate_token(&oauth, Some("acme"), &expired),
+            Err(SaslError::BadToken(_))
+        ));
+        let no_tenant = sign(serde_json::json!({"sub": "alice", "exp": now + 60}));
+        assert!(authenticate_token(&oauth, Some("acme"), &no_tenant).is_err());
+    }
+
+    #[test]
     fn a_key_leaves_force_when_the_controller_stops_listing_it() {
         let checker = KeyChecker::default();
         assert!(
@@ -265,6 +458,7 @@ mod tests {
             principal: Principal::user("alice"),
             key_id: "k3".to_owned(),
             verified_at,
+            expires_at: None,
         };
         assert!(who(Instant::now()).still_valid(&checker));
         let long_ago = Instant::now().checked_sub(NEW_KEY_GRACE * 2);

@@ -87,6 +87,16 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         extra,
     } = args.listener.bind().await?;
     let address = listener.local_addr()?;
+    // The dev token the gateway accepts works on the SASL listener too (OAUTHBEARER).
+    if config.oauthbearer.is_none() {
+        let secret = crate::control_plane::dev_signing_secret(&args.listener.data_dir)?;
+        config.oauthbearer = Some(Arc::new(skein_broker::OAuthBearer {
+            verifier: skein_token::Verifier::new(vec![skein_token::VerifyingKey::hs256(
+                &secret, None,
+            )]),
+            tenant_claim: "tenant".to_owned(),
+        }));
+    }
     let replication_factor = i32::from(args.brokers.min(3));
     if args.brokers > 1 {
         config.default_replication_factor = replication_factor;
@@ -301,7 +311,8 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         gateway.rest, gateway.grpc
     );
     println!(
-        "dev token (24 h; writes and reads every topic of tenant {DEV_TENANT:?}): {dev_token}"
+        "dev token (24 h; writes and reads every topic of tenant {DEV_TENANT:?}; also a \
+         SASL/OAUTHBEARER token on the SASL listener): {dev_token}"
     );
     println!(
         "running retention and compaction every {}s; press Ctrl-C to stop",
@@ -481,7 +492,8 @@ async fn allow_dev_principal(catalog: &Catalog) -> anyhow::Result<()> {
 }
 
 /// The API key of the dev principal, for SASL/PLAIN clients: made once and kept in
-/// `<data>/dev-api-key` (mode 0600) as `id:secret`, since a secret is shown only once.
+/// `<data>/dev-api-key` (mode 0600) as `id:secret`, since a secret is shown only once; a
+/// kept key the catalog no longer accepts (revoked, or the catalog removed) is replaced.
 async fn dev_api_key(
     catalog: &Catalog,
     data_dir: &std::path::Path,
@@ -489,7 +501,9 @@ async fn dev_api_key(
     let path = data_dir.join("dev-api-key");
     if let Ok(kept) = std::fs::read_to_string(&path) {
         if let Some((id, secret)) = kept.trim().split_once(':') {
-            return Ok((id.to_owned(), secret.to_owned()));
+            if let Ok(Ok(_)) = catalog.authenticate_api_key(id, secret).await {
+                return Ok((id.to_owned(), secret.to_owned()));
+            }
         }
     }
     let tenant = catalog.tenant_by_name(DEV_TENANT).await?;

@@ -138,29 +138,7 @@ pub(crate) struct GatewayAuthArgs {
 
 impl GatewayAuthArgs {
     pub(crate) fn config(&self) -> anyhow::Result<AuthConfig> {
-        let mut keys = Vec::new();
-        for spec in &self.jwt_public_keys {
-            let mut parts = spec.splitn(3, ':');
-            let (Some(algorithm), Some(path)) = (parts.next(), parts.next()) else {
-                anyhow::bail!("--jwt-public-key {spec:?} is not ALG:PATH[:KID]");
-            };
-            let algorithm = algorithm
-                .parse()
-                .map_err(|_| anyhow::anyhow!("unknown JWT algorithm {algorithm:?}"))?;
-            let pem = std::fs::read(path).with_context(|| format!("failed to read {path}"))?;
-            keys.push(
-                VerifyingKey::public_pem(algorithm, &pem, parts.next().map(str::to_owned))
-                    .map_err(anyhow::Error::msg)?,
-            );
-        }
-        if let Some(file) = &self.jwt_hs256_secret_file {
-            let secret = std::fs::read(file)
-                .with_context(|| format!("failed to read {}", file.display()))?;
-            if secret.trim_ascii().is_empty() {
-                anyhow::bail!("the HS256 secret file {} is empty", file.display());
-            }
-            keys.push(VerifyingKey::hs256(secret.trim_ascii(), None));
-        }
+        let keys = verifying_keys(&self.jwt_public_keys, self.jwt_hs256_secret_file.as_deref())?;
         if keys.is_empty() && self.jwks_url.is_none() {
             anyhow::bail!(
                 "no way to check tokens: give --jwt-public-key, --jwks-url or \
@@ -177,6 +155,38 @@ impl GatewayAuthArgs {
             tenant_claim: self.tenant_claim.clone(),
         })
     }
+}
+
+/// The keys tokens are checked with: issuers' public keys given as ALG:PATH or
+/// ALG:PATH:KID (RS256, ES256, EdDSA), and a shared HS256 secret from a file.
+pub(crate) fn verifying_keys(
+    public_keys: &[String],
+    hs256_secret_file: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<VerifyingKey>> {
+    let mut keys = Vec::new();
+    for spec in public_keys {
+        let mut parts = spec.splitn(3, ':');
+        let (Some(algorithm), Some(path)) = (parts.next(), parts.next()) else {
+            anyhow::bail!("public key {spec:?} is not ALG:PATH[:KID]");
+        };
+        let algorithm = algorithm
+            .parse()
+            .map_err(|_| anyhow::anyhow!("unknown JWT algorithm {algorithm:?}"))?;
+        let pem = std::fs::read(path).with_context(|| format!("failed to read {path}"))?;
+        keys.push(
+            VerifyingKey::public_pem(algorithm, &pem, parts.next().map(str::to_owned))
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
+    if let Some(file) = hs256_secret_file {
+        let secret =
+            std::fs::read(file).with_context(|| format!("failed to read {}", file.display()))?;
+        if secret.trim_ascii().is_empty() {
+            anyhow::bail!("the HS256 secret file {} is empty", file.display());
+        }
+        keys.push(VerifyingKey::hs256(secret.trim_ascii(), None));
+    }
+    Ok(keys)
 }
 
 pub(crate) fn run(args: GatewayArgs) -> anyhow::Result<()> {

@@ -53,6 +53,26 @@ pub(crate) struct ListenerArgs {
         requires = "ssl_certificate_location"
     )]
     pub(crate) ssl_key_location: Option<PathBuf>,
+    /// SASL/OAUTHBEARER: an issuer's public key tokens are checked with, ALG:PATH or
+    /// ALG:PATH:KID, ALG one of RS256, ES256, EdDSA (repeatable; the gateway's keys)
+    #[arg(
+        long = "sasl-oauthbearer-jwt-public-key",
+        env = "SKEIN_SASL_OAUTHBEARER_JWT_PUBLIC_KEYS",
+        value_delimiter = ','
+    )]
+    pub(crate) oauthbearer_public_keys: Vec<String>,
+    /// SASL/OAUTHBEARER: a file holding an HS256 secret tokens are checked with
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWT_HS256_SECRET_FILE")]
+    pub(crate) sasl_oauthbearer_jwt_hs256_secret_file: Option<PathBuf>,
+    /// SASL/OAUTHBEARER: the `iss` tokens must carry
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWT_ISSUER")]
+    pub(crate) sasl_oauthbearer_jwt_issuer: Option<String>,
+    /// SASL/OAUTHBEARER: the `aud` tokens must carry
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWT_AUDIENCE")]
+    pub(crate) sasl_oauthbearer_jwt_audience: Option<String>,
+    /// SASL/OAUTHBEARER: the claim naming the token's tenant (it must be the broker's)
+    #[arg(long, default_value = "tenant")]
+    pub(crate) sasl_oauthbearer_tenant_claim: String,
     /// A TOML configuration file (see `docs/configuration.md`)
     #[arg(long, env = "SKEIN_BROKER_CONFIG")]
     pub(crate) config: Option<PathBuf>,
@@ -68,6 +88,19 @@ impl ListenerArgs {
     pub(crate) async fn bind(&self) -> anyhow::Result<Bound> {
         let mut config = BrokerConfig::new(&self.data_dir);
         crate::config::apply(&mut config, self.config.as_deref(), std::env::vars())?;
+        let keys = crate::gateway::verifying_keys(
+            &self.oauthbearer_public_keys,
+            self.sasl_oauthbearer_jwt_hs256_secret_file.as_deref(),
+        )?;
+        if !keys.is_empty() {
+            let mut verifier = skein_token::Verifier::new(keys);
+            verifier.issuer = self.sasl_oauthbearer_jwt_issuer.clone();
+            verifier.audience = self.sasl_oauthbearer_jwt_audience.clone();
+            config.oauthbearer = Some(Arc::new(skein_broker::OAuthBearer {
+                verifier,
+                tenant_claim: self.sasl_oauthbearer_tenant_claim.clone(),
+            }));
+        }
         let Some(listeners) = &self.listeners else {
             let listener = bind(&self.kafka_listen.to_string(), "PLAINTEXT").await?;
             let address = listener.local_addr()?;

@@ -88,7 +88,11 @@ fn a_replaced_leaders_unreplicated_records_are_truncated_and_never_read() {
     let bootstrap: Vec<&str> = brokers.iter().map(|(_, b)| b.as_str()).collect();
     let all = bootstrap.join(",");
     cluster::create_topic(&python, &all, "diverge", 1, 3, &[]);
-    let (old, _) = leader(&python, &all);
+    // A new topic's leader and ISR reach the metadata a moment after it is created.
+    let (old, _) = wait_for(|| {
+        let (leader, isr) = leader(&python, &all);
+        (leader > 0 && isr == 3).then_some((leader, isr))
+    });
     let followers: Vec<usize> = (1..=3).filter(|n| *n != old).collect();
     let mut at_old = RawKafka::connect(bootstrap[old - 1]);
     assert_eq!(produce(&mut at_old, "committed", 10, -1), 0);

@@ -223,3 +223,75 @@ fn each_kafka_api_answers_as_the_principals_acls_say() {
     broker.stop();
     cp.stop();
 }
+
+#[test]
+fn a_principal_producing_above_its_quota_is_held_to_it_and_loses_nothing() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("kafka_quota").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .args([
+                "--listeners",
+                "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "--heartbeat-interval-secs",
+                "1",
+            ])
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
+    admin(
+        &admin_addr,
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"metered","partitions_count":1}"#,
+    );
+    let limited = principal(
+        &admin_addr,
+        "limited",
+        &[("TOPIC", "metered", "ALL"), ("GROUP", "*", "ALL")],
+    );
+    const LIMIT: f64 = 200_000.0;
+    admin(
+        &admin_addr,
+        "PUT",
+        "/v1/tenants/acme/principals/limited/quota",
+        &format!(r#"{{"produce_bytes_per_sec":{LIMIT}}}"#),
+    );
+    // The quota reaches the broker with the metadata stream; the tenant has none.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let script = format!(
+        "{}/../../tests/clients/sasl_quota.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new("timeout")
+        .args([
+            "300", &python, &script, &sasl, &limited.0, &limited.1, "metered", "30",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let measured: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ratio = measured["bytes_per_sec"].as_f64().unwrap() / LIMIT;
+    println!("produce under a {LIMIT} B/s principal quota: {measured}, ratio {ratio:.3}");
+    assert!((0.9..=1.1).contains(&ratio), "{measured}");
+    assert_eq!(measured["failed"], 0, "{measured}");
+    assert_eq!(measured["read"], measured["acked"], "{measured}");
+
+    broker.stop();
+    cp.stop();
+}

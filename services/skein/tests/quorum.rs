@@ -78,7 +78,11 @@ fn with_two_of_three_brokers_gone_writes_are_refused_and_reads_go_on() {
         .collect::<Vec<_>>()
         .join(",");
     cluster::create_topic(&python, &all, "quorum", 1, 3, &["min.insync.replicas=2"]);
-    let (first_leader, _) = leader(&python, &all);
+    // A new topic's leader and ISR reach the metadata a moment after it is created.
+    let (first_leader, _) = wait_for(|| {
+        let (leader, isr) = leader(&python, &all);
+        (leader > 0 && isr == 3).then_some((leader, isr))
+    });
     let address = |brokers: &[Option<(Process, String)>], node: usize| {
         brokers[node - 1].as_ref().unwrap().1.clone()
     };

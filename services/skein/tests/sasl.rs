@@ -78,7 +78,10 @@ fn kcat(bootstrap: &str, key: &str, secret: &str, args: &[&str], input: &str) ->
 
 /// kcat with `-X` settings.
 fn kcat_with(bootstrap: &str, settings: &[String], args: &[&str], input: &str) -> (bool, String) {
+    // cargo puts the benchmark's bundled librdkafka (built without TLS) on the library
+    // path of tests; kcat must load the system's.
     let mut child = Command::new("timeout")
+        .env_remove("LD_LIBRARY_PATH")
         .args(["60", "kcat", "-b", bootstrap])
         .args(settings.iter().flat_map(|s| ["-X", s.as_str()]))
         .args(args)
@@ -269,6 +272,15 @@ fn skein_dev_serves_sasl_plain_with_the_api_key_it_prints() {
     assert!(ok && out.contains("hello"), "{out}");
     let (ok, out) = kcat(&sasl, &key, "not-the-secret", &["-L"], "");
     assert!(!ok, "{out}");
+    // The dev token the gateway accepts is an OAUTHBEARER token here; a forged one is not.
+    let python = python();
+    let oauth = sasl_script(&python, &sasl, &["oauth", "dev-sasl", &dev.dev_token]);
+    assert_eq!(oauth["confluent"], 3, "{oauth}");
+    let mut forged = dev.dev_token.clone();
+    forged.truncate(forged.len() - 4);
+    forged.push_str("AAAA");
+    let refused = sasl_script(&python, &sasl, &["oauth-refused", &forged]);
+    assert_eq!(refused["error"], "authentication", "{refused}");
     // The unauthenticated listener still serves the dev tenant.
     let listed = Command::new("timeout")
         .args(["30", "kcat", "-b", &dev.kafka, "-L", "-t", "dev-sasl"])
