@@ -80,6 +80,9 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
     let work = tempfile::tempdir().unwrap();
     let acked = work.path().join("acked");
     let stop = work.path().join("stop");
+    // The consumer stops only once the producer has flushed and exited: the high
+    // watermarks it reads then include every acknowledged record.
+    let drained = work.path().join("drained");
     let read = work.path().join("read.json");
     let mut producer = Command::new(&python)
         .arg(client("durable.py"))
@@ -95,7 +98,7 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
         .arg(client("group_failover.py"))
         .arg(&all)
         .args(["consume", "events", &PARTITIONS.to_string(), "readers"])
-        .arg(&stop)
+        .arg(&drained)
         .arg(&read)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -129,6 +132,7 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
     std::fs::write(&stop, b"").unwrap();
     let produced = exits_within(&mut producer, Duration::from_secs(300));
     assert!(produced.success(), "the producer failed");
+    std::fs::write(&drained, b"").unwrap();
     let consumed = exits_within(&mut consumer, Duration::from_secs(300));
     let mut err = String::new();
     std::io::Read::read_to_string(consumer.stderr.as_mut().unwrap(), &mut err).unwrap();
