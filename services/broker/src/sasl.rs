@@ -140,6 +140,8 @@ pub enum SaslError {
     Unavailable,
     #[error("authentication failed: this broker has no control plane to check API keys")]
     NoController,
+    #[error("authentication failed: too many authentications to check now; try again")]
+    Rationed,
     #[error("the SASL/OAUTHBEARER message is malformed")]
     MalformedOAuthBearer,
     #[error("the SASL/OAUTHBEARER message is over {MAX_OAUTHBEARER_BYTES} bytes")]
@@ -199,7 +201,7 @@ pub fn parse_oauthbearer(message: &[u8]) -> Result<&str, SaslError> {
 /// The principal a token names, once `oauth` verifies it for `tenant`.
 pub(crate) fn authenticate_token(
     oauth: &crate::config::OAuthBearer,
-    tenant: Option<&str>,
+    tenant: &str,
     token: &str,
 ) -> Result<Authenticated, SaslError> {
     let required = ["sub", "exp", oauth.tenant_claim.as_str()];
@@ -215,10 +217,10 @@ pub(crate) fn authenticate_token(
             .ok_or_else(|| SaslError::BadToken(format!("the {name} claim is not a name")))
     };
     let found = text(&oauth.tenant_claim)?;
-    if let Some(serves) = tenant.filter(|serves| *serves != found) {
+    if found != tenant {
         return Err(SaslError::OtherTenant {
             found: found.to_owned(),
-            serves: serves.to_owned(),
+            serves: tenant.to_owned(),
         });
     }
     let exp = claims
@@ -270,6 +272,10 @@ pub(crate) struct KeyChecker {
     verified: Mutex<HashMap<String, Verified>>,
     /// The ids of this tenant's keys in force, once the controller has said; `None` before.
     in_force: RwLock<Option<HashSet<String>>>,
+    /// Questions to the controller, rationed as unknown-topic lookups are: a refused
+    /// (key, secret) is not asked about again for a moment, and at most so many a second
+    /// are asked in all, so failed attempts cost the control plane a bounded load.
+    asked: skein_quota::Lookups,
 }
 
 impl KeyChecker {
@@ -308,11 +314,23 @@ impl KeyChecker {
             }
         }
         let controller = controller.ok_or(SaslError::NoController)?;
+        let attempt = format!(
+            "{}:{}",
+            credentials.key_id,
+            digest[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+        if !self.asked.may_ask(&attempt) {
+            return Err(SaslError::Rationed);
+        }
         let principal = controller
             .authenticate_api_key(credentials.key_id, credentials.secret)
             .await
             .map_err(|e| {
                 if e.code == tonic::Code::Unauthenticated {
+                    self.asked.missed(attempt.clone());
                     SaslError::BadCredentials
                 } else {
                     tracing::warn!(error = %e, "API key check failed");
@@ -420,7 +438,7 @@ mod tests {
                 .unwrap_or_default()
         };
         let token = sign(serde_json::json!({"sub": "alice", "tenant": "acme", "exp": now + 60}));
-        let who = match authenticate_token(&oauth, Some("acme"), &token) {
+        let who = match authenticate_token(&oauth, "acme", &token) {
             Ok(who) => who,
             Err(e) => panic!("{e}"),
         };
@@ -429,16 +447,16 @@ mod tests {
         assert!((50_000..=60_000).contains(&lifetime), "{lifetime}");
         assert!(who.still_valid(&KeyChecker::default()));
         assert!(matches!(
-            authenticate_token(&oauth, Some("globex"), &token),
+            authenticate_token(&oauth, "globex", &token),
             Err(SaslError::OtherTenant { .. })
         ));
         let expired = sign(serde_json::json!({"sub": "alice", "tenant": "acme", "exp": now - 600}));
         assert!(matches!(
-            authenticate_token(&oauth, Some("acme"), &expired),
+            authenticate_token(&oauth, "acme", &expired),
             Err(SaslError::BadToken(_))
         ));
         let no_tenant = sign(serde_json::json!({"sub": "alice", "exp": now + 60}));
-        assert!(authenticate_token(&oauth, Some("acme"), &no_tenant).is_err());
+        assert!(authenticate_token(&oauth, "acme", &no_tenant).is_err());
     }
 
     #[test]

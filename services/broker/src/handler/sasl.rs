@@ -164,9 +164,11 @@ fn authenticate_token(
         .as_deref()
         .ok_or_else(|| SaslError::BadToken("this broker accepts no tokens".to_owned()))?;
     let token = parse_oauthbearer(message)?;
+    // A broker on its own knows no tenant to hold the token's claim to: it takes none.
     let tenant = broker
         .controller
         .as_ref()
-        .map(|link| link.identity().tenant.as_str());
+        .map(|link| link.identity().tenant.as_str())
+        .ok_or_else(|| SaslError::BadToken("this broker serves no tenant".to_owned()))?;
     crate::sasl::authenticate_token(oauth, tenant, token)
 }
