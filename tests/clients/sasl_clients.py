@@ -1,6 +1,10 @@
-"""Kafka clients authenticating with SASL/PLAIN (an API key id and secret).
+"""Kafka clients authenticating with SASL: PLAIN (an API key id and secret), SCRAM-SHA-256 or
+SCRAM-SHA-512 (a principal's name and password), or OAUTHBEARER.
 
 Usage: sasl_clients.py BOOTSTRAP PHASE ARGS...
+KEY and SECRET are the user name and password of the mechanism SKEIN_TEST_MECHANISM names
+(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; PLAIN without it). SKEIN_TEST_CA names the CA of a
+SASL_SSL listener; without it the listener is SASL_PLAINTEXT.
   roundtrip TOPIC KEY SECRET: confluent-kafka produces 5 records and reads them back, then
           kafka-python does the same; prints {"confluent": n, "kafka_python": n}.
   refused KEY SECRET: confluent-kafka asks for metadata with these credentials; prints
@@ -11,8 +15,14 @@ Usage: sasl_clients.py BOOTSTRAP PHASE ARGS...
           records and reads them back; prints {"confluent": n}.
   oauth-refused TOKEN: asks for metadata with OAUTHBEARER and TOKEN; prints {"error": NAME}.
   revoked TOPIC KEY SECRET: produces one record, prints "ready", waits for a line on stdin
-          (the key is revoked meanwhile), then produces once a second until the broker
+          (its credential is revoked meanwhile), then produces once a second until the broker
           refuses; prints {"refused_after_ms": n, "error": NAME}.
+  scram-admin KEY SECRET USER PASSWORD: confluent-kafka's AdminClient, authenticated as KEY,
+          gives USER a SCRAM-SHA-512 credential with PASSWORD (8192 iterations) through
+          AlterUserScramCredentials, then describes USER's credentials; prints
+          {"described": [[MECHANISM, iterations], ...], "error": null} (MECHANISM as
+          confluent-kafka names it: SCRAM_SHA_256, SCRAM_SHA_512), or {"error": NAME} if
+          either is refused.
 Prints JSON; exits non-zero on any unexpected failure.
 """
 import json
@@ -21,7 +31,8 @@ import sys
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
 
 BOOTSTRAP, PHASE, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
 
@@ -30,13 +41,15 @@ BOOTSTRAP, PHASE, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
 # SASL_PLAINTEXT.
 CA = os.environ.get("SKEIN_TEST_CA")
 PROTOCOL = "SASL_SSL" if CA else "SASL_PLAINTEXT"
+# The SASL mechanism KEY and SECRET are given to: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+MECHANISM = os.environ.get("SKEIN_TEST_MECHANISM", "PLAIN")
 
 
 def sasl(key, secret):
     config = {
         "bootstrap.servers": BOOTSTRAP,
         "security.protocol": PROTOCOL,
-        "sasl.mechanism": "PLAIN",
+        "sasl.mechanism": MECHANISM,
         "sasl.username": key,
         "sasl.password": secret,
     }
@@ -71,7 +84,7 @@ def kafka_python_roundtrip(topic, key, secret):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
     options = dict(bootstrap_servers=BOOTSTRAP, security_protocol=PROTOCOL,
-                   sasl_mechanism="PLAIN", sasl_plain_username=key,
+                   sasl_mechanism=MECHANISM, sasl_plain_username=key,
                    sasl_plain_password=secret)
     if CA:
         options["ssl_cafile"] = CA
@@ -88,6 +101,13 @@ def kafka_python_roundtrip(topic, key, secret):
     return len(seen)
 
 
+def refusal(error):
+    """The name the phases print for a KafkaError: "authentication" for a failed login."""
+    if error.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+        return "authentication"
+    return KafkaError(error.code()).name()
+
+
 def metadata_error(config):
     errors = []
     config = {**config, "error_cb": lambda e: errors.append(e)}
@@ -99,10 +119,31 @@ def metadata_error(config):
     # Errors reach error_cb as the client is polled.
     admin.poll(1)
     for e in errors:
-        if e.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+        if refusal(e) == "authentication":
             return "authentication"
     print(json.dumps([str(e) for e in errors]), file=sys.stderr)
-    return KafkaError(errors[0].code()).name() if errors else "none"
+    return refusal(errors[0]) if errors else "none"
+
+
+def scram_admin(key, secret, user, password):
+    errors = []
+    admin = AdminClient({**sasl(key, secret), "error_cb": lambda e: errors.append(e)})
+    upsertion = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode())
+    try:
+        admin.alter_user_scram_credentials([upsertion], request_timeout=15)[user].result()
+        described = admin.describe_user_scram_credentials([user], request_timeout=15)[user]
+        infos = described.result().scram_credential_infos
+    except KafkaException as e:
+        # A refused login reaches error_cb, while the request itself may just time out.
+        admin.poll(1)
+        print(json.dumps([str(e)] + [str(reported) for reported in errors]), file=sys.stderr)
+        if any(refusal(reported) == "authentication" for reported in errors):
+            return {"error": "authentication"}
+        return {"error": refusal(e.args[0])}
+    return {"described": sorted([ScramMechanism(i.mechanism).name, i.iterations]
+                                for i in infos),
+            "error": None}
 
 
 def oauth(token):
@@ -147,6 +188,9 @@ elif PHASE == "roundtrip":
 elif PHASE == "refused":
     key, secret = ARGS
     print(json.dumps({"error": metadata_error(sasl(key, secret))}))
+elif PHASE == "scram-admin":
+    key, secret, user, password = ARGS
+    print(json.dumps(scram_admin(key, secret, user, password)))
 elif PHASE == "plaintext":
     print(json.dumps({"error": metadata_error({"bootstrap.servers": BOOTSTRAP})}))
 elif PHASE == "revoked":

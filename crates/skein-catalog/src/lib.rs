@@ -3,8 +3,8 @@
 //!
 //! - [`Catalog`] connects to either backend through sqlx's `Any` driver and applies the
 //!   migrations of `migrations/postgres` or `migrations/sqlite` (embedded at build time);
-//! - `tenants.rs`, `principals.rs`, `api_keys.rs`, `acls.rs`, `quotas.rs` and `topics.rs`
-//!   hold one table family each; `cluster.rs` the brokers, producer-id blocks and leases;
+//! - `tenants.rs`, `principals.rs`, `api_keys.rs`, `scram.rs`, `acls.rs`, `quotas.rs` and
+//!   `topics.rs` hold one table family each; `cluster.rs` the brokers, producer-id blocks and leases;
 //! - `names.rs` checks names before they reach the database;
 //! - [`CatalogError`] says what went wrong, with unique-key violations as
 //!   [`CatalogError::AlreadyExists`].
@@ -21,6 +21,7 @@ mod names;
 mod partition_change;
 mod principals;
 mod quotas;
+mod scram;
 mod tenants;
 mod topics;
 
@@ -42,6 +43,7 @@ pub use names::{
 };
 pub use principals::{Principal, PrincipalKind};
 pub use quotas::{Quota, QuotaRecord};
+pub use scram::ScramCredentialInfo;
 pub use tenants::Tenant;
 pub use topics::{NewTopic, Partition, PartitionUpdate, Topic};
 

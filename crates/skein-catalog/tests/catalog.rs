@@ -48,6 +48,7 @@ async fn suite(catalog: &Catalog) {
     acls(catalog).await;
     acl_evaluation_table(catalog).await;
     api_keys(catalog).await;
+    scram_credentials(catalog).await;
     quotas(catalog).await;
     partitions_quota(catalog).await;
     brokers_and_producer_ids(catalog).await;
@@ -601,6 +602,87 @@ async fn api_keys(catalog: &Catalog) {
         catalog.create_api_key("no-such-principal").await,
         Err(CatalogError::NotFound { .. })
     ));
+}
+
+/// SCRAM credentials: one per principal and mechanism, replaced in place, found by tenant
+/// and user name, gone with their principal.
+async fn scram_credentials(catalog: &Catalog) {
+    use skein_scram::{Credential, Mechanism};
+    let acme = catalog.tenant_by_name("acme").await.unwrap();
+    let scram = catalog
+        .create_principal(&acme.id, PrincipalKind::User, "scram-user")
+        .await
+        .unwrap();
+    let first = Credential::from_password(Mechanism::Sha512, "one", b"salt-1", 4096).unwrap();
+    catalog
+        .put_scram_credential(&scram.id, &first)
+        .await
+        .unwrap();
+    let sha256 = Credential::from_password(Mechanism::Sha256, "two", b"salt-2", 8192).unwrap();
+    catalog
+        .put_scram_credential(&scram.id, &sha256)
+        .await
+        .unwrap();
+    let found = |mechanism| async move {
+        catalog
+            .scram_credential("acme", "scram-user", mechanism)
+            .await
+            .map(|found| found.map(|(credential, _)| credential))
+    };
+    assert_eq!(found(Mechanism::Sha512).await.unwrap(), Some(first.clone()));
+    assert_eq!(found(Mechanism::Sha256).await.unwrap(), Some(sha256));
+    // Another tenant's user of the same name is another user.
+    assert!(catalog
+        .scram_credential("globex", "scram-user", Mechanism::Sha512)
+        .await
+        .unwrap()
+        .is_none());
+    let replaced = Credential::from_password(Mechanism::Sha512, "three", b"salt-3", 16384).unwrap();
+    catalog
+        .put_scram_credential(&scram.id, &replaced)
+        .await
+        .unwrap();
+    assert_eq!(found(Mechanism::Sha512).await.unwrap(), Some(replaced));
+    let listed: Vec<_> = catalog
+        .scram_credentials(&scram.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.mechanism, c.iterations))
+        .collect();
+    assert_eq!(
+        listed,
+        [(Mechanism::Sha256, 8192), (Mechanism::Sha512, 16384)]
+    );
+    let all = catalog.all_scram_credentials().await.unwrap();
+    assert_eq!(
+        all.iter()
+            .filter(|(tenant, user, _)| tenant == "acme" && user == "scram-user")
+            .count(),
+        2
+    );
+    catalog
+        .delete_scram_credential(&scram.id, Mechanism::Sha256)
+        .await
+        .unwrap();
+    assert_eq!(found(Mechanism::Sha256).await.unwrap(), None);
+    assert!(matches!(
+        catalog
+            .delete_scram_credential(&scram.id, Mechanism::Sha256)
+            .await,
+        Err(CatalogError::NotFound { .. })
+    ));
+    assert!(matches!(
+        catalog
+            .put_scram_credential("no-such-principal", &first)
+            .await,
+        Err(CatalogError::NotFound { .. })
+    ));
+    catalog
+        .delete_principal(&acme.id, "scram-user")
+        .await
+        .unwrap();
+    assert_eq!(found(Mechanism::Sha512).await.unwrap(), None);
 }
 
 /// The tenant-wide `partitions` quota bounds the partitions of all the tenant's topics, on

@@ -29,6 +29,13 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/skein_descriptors.bin"));
 
 pub mod refusal;
+
+/// The id under which the metadata lists a SCRAM credential as in force, among the API keys:
+/// a session authenticated with the credential ends when the id leaves the list, when the
+/// credential is deleted or replaced. API key ids are UUIDs, so the two never meet.
+pub fn scram_session_id(mechanism: &str, user: &str, updated_at: i64) -> String {
+    format!("scram:{mechanism}:{updated_at}:{user}")
+}
 pub mod replicas;
 pub mod snapshot;
 

@@ -200,6 +200,63 @@ impl ControllerLink {
         Ok(answer.principal)
     }
 
+    /// The SCRAM credential `user` of this tenant authenticates with over `mechanism`, if
+    /// any.
+    pub async fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: &str,
+    ) -> Result<Option<pb::ScramCredential>, ControllerError> {
+        let request = pb::GetScramCredentialRequest {
+            tenant: self.identity.tenant.clone(),
+            user: user.to_owned(),
+            mechanism: mechanism.to_owned(),
+        };
+        let answer = self
+            .call(request, |mut c, r| async move {
+                c.get_scram_credential(r).await
+            })
+            .await?;
+        Ok(answer.credential)
+    }
+
+    /// The SCRAM credentials of this tenant's `users` (all, when empty).
+    pub async fn describe_scram_credentials(
+        &self,
+        users: Vec<String>,
+    ) -> Result<Vec<pb::UserScramCredentials>, ControllerError> {
+        let request = pb::DescribeScramCredentialsRequest {
+            tenant: self.identity.tenant.clone(),
+            users,
+        };
+        let answer = self
+            .call(request, |mut c, r| async move {
+                c.describe_scram_credentials(r).await
+            })
+            .await?;
+        Ok(answer.users)
+    }
+
+    /// Sets and deletes one user's SCRAM credentials.
+    pub async fn alter_scram_credentials(
+        &self,
+        user: &str,
+        upsertions: Vec<pb::ScramCredential>,
+        deletions: Vec<String>,
+    ) -> Result<(), ControllerError> {
+        let request = pb::AlterScramCredentialsRequest {
+            tenant: self.identity.tenant.clone(),
+            user: user.to_owned(),
+            upsertions,
+            deletions,
+        };
+        self.call(request, |mut c, r| async move {
+            c.alter_scram_credentials(r).await
+        })
+        .await?;
+        Ok(())
+    }
+
     /// This tenant's tenant-wide quota in a snapshot.
     pub fn quota_of(&self, snapshot: &pb::MetadataSnapshot) -> Option<pb::Quota> {
         snapshot

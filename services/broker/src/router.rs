@@ -104,7 +104,7 @@ pub(crate) static ROUTES: &[Route] = {
     use handler::{
         acls, admin, api_versions, configs, describe_topic_partitions, elect_leaders, fetch, group,
         init_producer_id, list_offsets, log_dirs, metadata, offset_for_leader_epoch, produce,
-        reassignments, sasl,
+        reassignments, sasl, scram_credentials,
     };
     &[
         Route::of::<produce::Produce>(),
@@ -135,6 +135,8 @@ pub(crate) static ROUTES: &[Route] = {
         Route::of::<acls::DescribeAcls>(),
         Route::of::<acls::CreateAcls>(),
         Route::of::<acls::DeleteAcls>(),
+        Route::of::<scram_credentials::DescribeUserScramCredentials>(),
+        Route::of::<scram_credentials::AlterUserScramCredentials>(),
         Route::of::<offset_for_leader_epoch::OffsetForLeaderEpoch>(),
         Route::of::<log_dirs::DescribeLogDirs>(),
         Route::of::<describe_topic_partitions::DescribeTopicPartitions>(),

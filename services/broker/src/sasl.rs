@@ -4,7 +4,9 @@
 //! gateway accepts. A connection authenticated with a key is closed once the controller's
 //! metadata no longer lists the key as in force (revoked, or its principal deleted), within
 //! a metadata refresh; one authenticated with a token is closed at its first request after
-//! the token expires unless the client re-authenticated in time (KIP-368).
+//! the token expires unless the client re-authenticated in time (KIP-368). SCRAM-SHA-256
+//! and SCRAM-SHA-512 (RFC 5802, KIP-84) check a user's password against the credential the
+//! control plane keeps; a session ends when its credential is deleted or replaced.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,6 +22,8 @@ use crate::listeners::ListenerInfo;
 /// The mechanisms a SASL listener can offer; OAUTHBEARER only when tokens can be checked.
 pub(crate) const PLAIN: &str = "PLAIN";
 pub(crate) const OAUTHBEARER: &str = "OAUTHBEARER";
+pub(crate) const SCRAM_SHA_256: &str = "SCRAM-SHA-256";
+pub(crate) const SCRAM_SHA_512: &str = "SCRAM-SHA-512";
 
 /// The largest PLAIN token read (a PLAIN message is three fields of at most 255 bytes each).
 pub const MAX_TOKEN_BYTES: usize = 1024;
@@ -85,6 +89,13 @@ pub(crate) enum SaslState {
     Handshaken {
         mechanism: &'static str,
         raw: bool,
+        previous: Option<Principal>,
+    },
+    /// SCRAM's first round is answered; the client's proof comes next.
+    ScramSent {
+        exchange: Box<skein_scram::ServerFirst>,
+        /// The credential's id among the keys in force; `None` for a decoy (no such user).
+        session_id: Option<String>,
         previous: Option<Principal>,
     },
     Authenticated(Authenticated),
@@ -154,6 +165,8 @@ pub enum SaslError {
     OtherTenant { found: String, serves: String },
     #[error("re-authentication must keep the principal {0}")]
     PrincipalChanged(Principal),
+    #[error("authentication failed during SCRAM: {0}")]
+    Scram(#[from] skein_scram::ScramError),
 }
 
 /// The bearer token of an OAUTHBEARER client message: a GS2 header, then `key=value`
@@ -266,9 +279,41 @@ pub fn parse_plain(token: &[u8]) -> Result<PlainCredentials<'_>, SaslError> {
 /// A key the controller accepted: the SHA-256 of its secret, its principal's name, and when.
 type Verified = ([u8; 32], String, Instant);
 
-/// Checks API keys with the controller and remembers the answers briefly, by key id.
+/// How long a SCRAM credential the controller sent is used without asking again (it is
+/// dropped at once when the metadata no longer lists it in force).
+const SCRAM_REMEMBERED_FOR: Duration = Duration::from_secs(10);
+
+/// How long "this user has no credential" is believed.
+const SCRAM_ABSENT_FOR: Duration = Duration::from_secs(1);
+
+/// A user's credential and its id among the keys in force, or `None` for no credential.
+type ScramFound = Option<(skein_scram::Credential, String)>;
+
+/// A secret of this process's own, from which unknown users' decoy salts are derived.
+#[derive(Debug)]
+struct DecoySecret([u8; 32]);
+
+impl Default for DecoySecret {
+    fn default() -> Self {
+        let mut secret = [0; 32];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut secret);
+        Self(secret)
+    }
+}
+
+/// A fresh server nonce: 24 random bytes as hex.
+pub(crate) fn server_nonce() -> String {
+    let mut nonce = [0u8; 24];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
+    nonce.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Checks API keys with the controller and remembers the answers briefly, by key id; and
+/// fetches SCRAM credentials, remembered as briefly.
 #[derive(Debug, Default)]
 pub(crate) struct KeyChecker {
+    scram: Mutex<HashMap<(String, skein_scram::Mechanism), (ScramFound, Instant)>>,
+    decoy: DecoySecret,
     verified: Mutex<HashMap<String, Verified>>,
     /// The ids of this tenant's keys in force, once the controller has said; `None` before.
     in_force: RwLock<Option<HashSet<String>>>,
@@ -283,6 +328,9 @@ impl KeyChecker {
     /// forgotten.
     pub(crate) fn set_in_force(&self, keys: HashSet<String>) {
         self.verified.lock().retain(|id, _| keys.contains(id));
+        self.scram
+            .lock()
+            .retain(|_, (found, _)| found.as_ref().is_none_or(|(_, id)| keys.contains(id)));
         *self.in_force.write() = Some(keys);
     }
 
@@ -350,6 +398,71 @@ impl KeyChecker {
             key_id: credentials.key_id.to_owned(),
             verified_at: Instant::now(),
             expires_at: None,
+        })
+    }
+}
+
+impl KeyChecker {
+    /// The credential `user` authenticates with over `mechanism` and its session id, or a
+    /// decoy and `None` when the user has none, asking the controller unless a recent
+    /// answer stands.
+    pub(crate) async fn scram_credential(
+        &self,
+        controller: Option<&ControllerLink>,
+        user: &str,
+        mechanism: skein_scram::Mechanism,
+    ) -> Result<(skein_scram::Credential, Option<String>), SaslError> {
+        let key = (user.to_owned(), mechanism);
+        let remembered = self.scram.lock().get(&key).and_then(|(found, at)| {
+            let fresh = match found {
+                Some(_) => at.elapsed() < SCRAM_REMEMBERED_FOR,
+                None => at.elapsed() < SCRAM_ABSENT_FOR,
+            };
+            fresh.then(|| found.clone())
+        });
+        let found = match remembered {
+            Some(found) => found,
+            None => {
+                let controller = controller.ok_or(SaslError::NoController)?;
+                if !self.asked.may_ask(&format!("scram:{mechanism}:{user}")) {
+                    return Err(SaslError::Rationed);
+                }
+                let answer = controller
+                    .scram_credential(user, mechanism.name())
+                    .await
+                    .map_err(|e| {
+                        tracing::warn!(error = %e, "SCRAM credential lookup failed");
+                        SaslError::Unavailable
+                    })?;
+                let found = match answer {
+                    Some(c) => {
+                        let id =
+                            skein_proto::scram_session_id(mechanism.name(), user, c.updated_at);
+                        let credential = skein_scram::Credential::from_parts(
+                            mechanism,
+                            c.salt,
+                            c.iterations,
+                            c.stored_key,
+                            c.server_key,
+                        )?;
+                        Some((credential, id))
+                    }
+                    None => None,
+                };
+                let mut remembered = self.scram.lock();
+                if remembered.len() >= MAX_REMEMBERED_KEYS {
+                    remembered.clear();
+                }
+                remembered.insert(key, (found.clone(), Instant::now()));
+                found
+            }
+        };
+        Ok(match found {
+            Some((credential, id)) => (credential, Some(id)),
+            None => (
+                skein_scram::Credential::decoy(mechanism, user, &self.decoy.0),
+                None,
+            ),
         })
     }
 }

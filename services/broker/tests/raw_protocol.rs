@@ -1127,7 +1127,10 @@ fn a_sasl_listener_answers_nothing_but_sasl_before_authentication() {
         refused.error_code,
         ResponseError::UnsupportedSaslMechanism.code()
     );
-    assert_eq!(refused.mechanisms, vec![StrBytes::from_static_str("PLAIN")]);
+    assert_eq!(
+        refused.mechanisms,
+        ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].map(StrBytes::from_static_str)
+    );
     assert!(closed(&mut client));
 
     // PLAIN: a malformed token, and a well-formed one this broker on its own cannot check
@@ -1152,6 +1155,43 @@ fn a_sasl_listener_answers_nothing_but_sasl_before_authentication() {
         assert!(answer.error_message.is_some());
         assert!(closed(&mut client));
     }
+
+    // SCRAM: a first message with an extension (Kafka's delegation tokens), and a
+    // well-formed one whose user this broker on its own cannot look up, are refused alike.
+    for message in [
+        &b"n,,n=alice,r=nonce,tokenauth=true"[..],
+        b"n,,n=alice,r=nonce",
+    ] {
+        let mut client = Client::connect_to(sasl);
+        let handshake: SaslHandshakeResponse = client.call(
+            17,
+            1,
+            &SaslHandshakeRequest::default()
+                .with_mechanism(StrBytes::from_static_str("SCRAM-SHA-512")),
+        );
+        assert_eq!(handshake.error_code, 0);
+        let answer: SaslAuthenticateResponse = client.call(
+            36,
+            2,
+            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(message)),
+        );
+        assert_eq!(
+            answer.error_code,
+            ResponseError::SaslAuthenticationFailed.code()
+        );
+        assert!(closed(&mut client));
+    }
+    // SCRAM's two rounds need SaslAuthenticate: a v0 handshake offers PLAIN's bare token only.
+    let mut client = Client::connect_to(sasl);
+    let v0: SaslHandshakeResponse = client.call(
+        17,
+        0,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("SCRAM-SHA-256")),
+    );
+    assert_eq!(
+        v0.error_code,
+        ResponseError::UnsupportedSaslMechanism.code()
+    );
 
     // SaslAuthenticate without a handshake is out of order.
     let mut client = Client::connect_to(sasl);

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use skein_catalog::{Catalog, CatalogError};
 
 use crate::credentials::{self, ControllerCaller, CredentialVerifier, Role};
+use crate::scram_credentials;
 use crate::topic_ops::{TopicOpError, TopicOps};
 use skein_proto::controller as pb;
 use skein_proto::controller::controller_server::Controller;
@@ -252,14 +253,21 @@ impl ControllerService {
                 partitions: quota.partitions,
             })
             .collect();
-        let keys_in_force: Vec<_> = self
+        let mut keys_in_force: Vec<_> = self
             .catalog
             .active_api_keys_with_tenants()
             .await?
             .into_iter()
             .map(|(id, tenant)| pb::ApiKeyInForce { id, tenant })
             .collect();
+        // Gateways take API keys only; brokers also end SCRAM sessions by this list.
         let api_keys = keys_in_force.iter().map(|k| k.id.clone()).collect();
+        keys_in_force.extend(self.catalog.all_scram_credentials().await?.into_iter().map(
+            |(tenant, user, info)| pb::ApiKeyInForce {
+                id: skein_proto::scram_session_id(info.mechanism.name(), &user, info.updated_at),
+                tenant,
+            },
+        ));
         Ok(Some(pb::MetadataSnapshot {
             version: 0,
             brokers,
@@ -316,6 +324,13 @@ fn op_status(e: TopicOpError) -> Status {
         TopicOpError::IneligibleReplica(_) => (Code::FailedPrecondition, Reason::Conflict),
     };
     refusal::status(code, message, reason)
+}
+
+fn scram_status(e: scram_credentials::CatalogOrStatus) -> Status {
+    match e {
+        scram_credentials::CatalogOrStatus::Catalog(e) => status(e),
+        scram_credentials::CatalogOrStatus::Status(s) => s,
+    }
 }
 
 /// Catalog errors as gRPC statuses with their typed reasons, in one place.
@@ -897,6 +912,43 @@ impl Controller for ControllerService {
                 Err(Status::unauthenticated("the API key is not valid"))
             }
         }
+    }
+
+    async fn get_scram_credential(
+        &self,
+        request: Request<pb::GetScramCredentialRequest>,
+    ) -> Result<Response<pb::GetScramCredentialResponse>, Status> {
+        let caller = credentials::caller(&request)?;
+        scram_credentials::get(&self.catalog, &caller, request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(scram_status)
+    }
+
+    async fn describe_scram_credentials(
+        &self,
+        request: Request<pb::DescribeScramCredentialsRequest>,
+    ) -> Result<Response<pb::DescribeScramCredentialsResponse>, Status> {
+        let caller = credentials::caller(&request)?;
+        scram_credentials::describe(&self.catalog, &caller, request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(scram_status)
+    }
+
+    async fn alter_scram_credentials(
+        &self,
+        request: Request<pb::AlterScramCredentialsRequest>,
+    ) -> Result<Response<pb::AlterScramCredentialsResponse>, Status> {
+        let caller = credentials::caller(&request)?;
+        self.require_active()?;
+        let request = request.into_inner();
+        let (tenant, user) = (request.tenant.clone(), request.user.clone());
+        scram_credentials::alter(&self.catalog, &caller, request)
+            .await
+            .map_err(scram_status)?;
+        tracing::info!(%tenant, %user, by = %caller.name, "altered SCRAM credentials");
+        Ok(Response::new(pb::AlterScramCredentialsResponse {}))
     }
 
     async fn watch_metadata(

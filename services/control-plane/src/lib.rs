@@ -7,6 +7,7 @@ pub mod controller;
 pub mod credentials;
 pub mod election;
 pub mod placement;
+mod scram_credentials;
 pub mod topic_ops;
 
 use std::future::Future;

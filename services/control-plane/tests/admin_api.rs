@@ -719,3 +719,119 @@ async fn topics(server: &Server) {
         .await;
     assert_eq!(theirs["partitions_count"], 1);
 }
+
+/// The (mechanism, iterations) a SCRAM credential list at `path` holds.
+async fn scram_listed(server: &Server, path: &str) -> Vec<(String, u64)> {
+    let (status, list) = server.call(Method::GET, path, None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["mechanism"].as_str().unwrap().to_owned(),
+                c["iterations"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// SCRAM credentials: set (never shown back), listed by mechanism, replaced, deleted; bad
+/// mechanisms, passwords and iteration counts get a problem and change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_credentials_are_set_listed_and_deleted() {
+    let server = Server::start(None).await;
+    server
+        .call(Method::POST, "/v1/tenants", Some(json!({"name": "acme"})))
+        .await;
+    let (status, _) = server
+        .call(
+            Method::POST,
+            "/v1/tenants/acme/principals",
+            Some(json!({"name": "alice", "kind": "user"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let base = "/v1/tenants/acme/principals/alice/scram-credentials";
+    let (status, set) = server
+        .call(
+            Method::PUT,
+            &format!("{base}/SCRAM-SHA-512"),
+            Some(json!({"password": "correct horse"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{set}");
+    assert_eq!(set["mechanism"], "SCRAM-SHA-512");
+    assert_eq!(set["iterations"], 8192, "the default");
+    assert!(!set.to_string().contains("correct horse"));
+    for (path, body, expected) in [
+        (
+            format!("{base}/SCRAM-SHA-1"),
+            json!({"password": "pw"}),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            format!("{base}/SCRAM-SHA-256"),
+            json!({"password": ""}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            format!("{base}/SCRAM-SHA-256"),
+            json!({"password": "x".repeat(1025)}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            format!("{base}/SCRAM-SHA-256"),
+            json!({"password": "pw", "iterations": 4095}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            format!("{base}/SCRAM-SHA-256"),
+            json!({"password": "pw", "iterations": 16385}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            format!("{base}/SCRAM-SHA-256"),
+            json!({"password": "pw", "salt": "mine"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "/v1/tenants/acme/principals/bob/scram-credentials/SCRAM-SHA-256".to_owned(),
+            json!({"password": "pw"}),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let (status, body) = server.call(Method::PUT, &path, Some(body)).await;
+        assert!(
+            status == expected || (expected.is_client_error() && status.is_client_error()),
+            "{path}: {status} {body}"
+        );
+    }
+    assert_eq!(
+        scram_listed(&server, base).await,
+        [("SCRAM-SHA-512".to_owned(), 8192)],
+        "nothing refused was written"
+    );
+    let (status, _) = server
+        .call(
+            Method::PUT,
+            &format!("{base}/SCRAM-SHA-512"),
+            Some(json!({"password": "battery staple", "iterations": 4096})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        scram_listed(&server, base).await,
+        [("SCRAM-SHA-512".to_owned(), 4096)]
+    );
+    let (status, _) = server
+        .call(Method::DELETE, &format!("{base}/SCRAM-SHA-512"), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = server
+        .call(Method::DELETE, &format!("{base}/SCRAM-SHA-512"), None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(scram_listed(&server, base).await.is_empty());
+}

@@ -3,7 +3,10 @@
 //! process started with Kafka's `listeners` on a control-plane process and a real
 //! PostgreSQL; confluent-kafka, kafka-python and kcat produce and consume through it; a wrong
 //! secret, another tenant's key and a client without SASL are refused; a key revoked while
-//! its connection is open stops working within seconds.
+//! its connection is open stops working within seconds. Principals' SCRAM-SHA-256 and
+//! SCRAM-SHA-512 credentials, set through the admin API or Kafka's
+//! AlterUserScramCredentials, serve the same clients and kafkajs over SASL_PLAINTEXT and
+//! SASL_SSL, and a deleted one stops working as a revoked key does.
 
 #![allow(clippy::unwrap_used)]
 
@@ -24,20 +27,22 @@ fn admin(addr: &str, method: &str, path: &str, body: &str) -> serde_json::Value 
     serde_json::from_str(&body).unwrap_or(serde_json::Value::Null)
 }
 
-/// An API key for a new principal of `tenant`, which may do anything with its topics and
-/// groups: (id, secret).
-fn api_key(addr: &str, tenant: &str, principal: &str) -> (String, String) {
+/// Every topic and group of the tenant, as (resource type, name) pairs.
+const TOPICS_AND_GROUPS: &[(&str, &str)] = &[("TOPIC", "*"), ("GROUP", "*")];
+
+/// A new principal of `tenant`, allowed every operation on each (resource type, name).
+fn new_principal(addr: &str, tenant: &str, principal: &str, allowed: &[(&str, &str)]) {
     admin(
         addr,
         "POST",
         &format!("/v1/tenants/{tenant}/principals"),
         &format!(r#"{{"name":"{principal}","kind":"service_account"}}"#),
     );
-    for resource_type in ["TOPIC", "GROUP"] {
+    for (resource_type, resource_name) in allowed {
         let body = serde_json::json!({
             "principal": format!("User:{principal}"),
             "resource_type": resource_type,
-            "resource_name": "*",
+            "resource_name": resource_name,
             "pattern_type": "LITERAL",
             "operation": "ALL",
             "permission": "ALLOW",
@@ -49,6 +54,12 @@ fn api_key(addr: &str, tenant: &str, principal: &str) -> (String, String) {
             &body.to_string(),
         );
     }
+}
+
+/// An API key for a new principal of `tenant`, which may do anything with its topics and
+/// groups: (id, secret).
+fn api_key(addr: &str, tenant: &str, principal: &str) -> (String, String) {
+    new_principal(addr, tenant, principal, TOPICS_AND_GROUPS);
     let key = admin(
         addr,
         "POST",
@@ -61,9 +72,122 @@ fn api_key(addr: &str, tenant: &str, principal: &str) -> (String, String) {
     )
 }
 
+/// Sets the SCRAM credential for `mechanism` of acme's `principal` through the admin API;
+/// answers what the API says of it.
+fn scram_credential(
+    addr: &str,
+    principal: &str,
+    mechanism: &str,
+    password: &str,
+    iterations: u32,
+) -> serde_json::Value {
+    let body = serde_json::json!({ "password": password, "iterations": iterations });
+    admin(
+        addr,
+        "PUT",
+        &format!("/v1/tenants/acme/principals/{principal}/scram-credentials/{mechanism}"),
+        &body.to_string(),
+    )
+}
+
+/// The SCRAM credentials of acme's `principal` the admin API lists: (mechanism, iterations),
+/// sorted.
+fn scram_credentials(addr: &str, principal: &str) -> Vec<(String, u64)> {
+    let listed = admin(
+        addr,
+        "GET",
+        &format!("/v1/tenants/acme/principals/{principal}/scram-credentials"),
+        "",
+    );
+    assert_eq!(listed["kind"], "ScramCredentialList", "{listed}");
+    let mut credentials: Vec<_> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["mechanism"].as_str().unwrap().to_owned(),
+                c["iterations"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    credentials.sort();
+    credentials
+}
+
+const SASL_CLIENTS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/clients/sasl_clients.py"
+);
+
+/// Runs a phase of `tests/clients/sasl_clients.py` with `env` set (SKEIN_TEST_MECHANISM,
+/// SKEIN_TEST_CA): its JSON answer, or `None` if the client failed, as it may until the
+/// broker has the principal's credentials and ACLs.
+fn try_sasl_script(
+    python: &str,
+    bootstrap: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Option<serde_json::Value> {
+    // A client that hangs fails the attempt instead of holding up the test.
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", "120", python, SASL_CLIENTS, bootstrap])
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        eprintln!(
+            "sasl_clients.py {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+fn sasl_script_with(
+    python: &str,
+    bootstrap: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> serde_json::Value {
+    try_sasl_script(python, bootstrap, env, args)
+        .unwrap_or_else(|| panic!("sasl_clients.py {args:?} failed"))
+}
+
 fn sasl_script(python: &str, bootstrap: &str, args: &[&str]) -> serde_json::Value {
-    let out = script(python, "sasl_clients.py", bootstrap, args);
-    serde_json::from_str(out.trim()).unwrap()
+    sasl_script_with(python, bootstrap, &[], args)
+}
+
+/// Runs the `revoked` phase (`args`: TOPIC USER PASSWORD): once the client has written,
+/// the admin API is asked to DELETE `revocation`, which takes its credential away; answers
+/// how long the client's connection went on being served, and what refused it.
+fn revoked(
+    python: &str,
+    bootstrap: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+    admin_addr: &str,
+    revocation: &str,
+) -> serde_json::Value {
+    let mut client = Command::new(python)
+        .args([SASL_CLIENTS, bootstrap, "revoked"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    admin(admin_addr, "DELETE", revocation, "");
+    writeln!(client.stdin.as_mut().unwrap()).unwrap();
+    let outcome = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let status = exits_within(&mut client, Duration::from_secs(90));
+    assert!(status.success());
+    outcome
 }
 
 fn kcat(bootstrap: &str, key: &str, secret: &str, args: &[&str], input: &str) -> (bool, String) {
@@ -155,20 +279,8 @@ fn clients_authenticate_with_api_keys_over_sasl_plain() {
     );
 
     // confluent-kafka and kafka-python, authenticated, write and read.
-    let roundtrip = wait_for(|| {
-        let out = Command::new("timeout")
-            .args(["120", &python])
-            .arg(format!(
-                "{}/../../tests/clients/sasl_clients.py",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .args([&sasl, "roundtrip", "orders", &key, &secret])
-            .output()
-            .unwrap();
-        out.status
-            .success()
-            .then(|| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap())
-    });
+    let roundtrip =
+        wait_for(|| try_sasl_script(&python, &sasl, &[], &["roundtrip", "orders", &key, &secret]));
     assert_eq!(roundtrip["confluent"], 5, "{roundtrip}");
     assert_eq!(roundtrip["kafka_python"], 5, "{roundtrip}");
 
@@ -212,28 +324,14 @@ fn clients_authenticate_with_api_keys_over_sasl_plain() {
 
     // A key revoked while its connection is open stops working within seconds.
     let (revocable, revocable_secret) = api_key(&admin_addr, "acme", "temporary");
-    let mut client = Command::new(&python)
-        .arg(format!(
-            "{}/../../tests/clients/sasl_clients.py",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .args([&sasl, "revoked", "orders", &revocable, &revocable_secret])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    admin(
+    let outcome = revoked(
+        &python,
+        &sasl,
+        &[],
+        &["orders", &revocable, &revocable_secret],
         &admin_addr,
-        "DELETE",
         &format!("/v1/tenants/acme/principals/temporary/api-keys/{revocable}"),
-        "",
     );
-    writeln!(client.stdin.as_mut().unwrap()).unwrap();
-    let outcome: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-    let status = exits_within(&mut client, Duration::from_secs(90));
-    assert!(status.success());
     assert_eq!(outcome["error"], "authentication", "{outcome}");
     assert!(
         outcome["refused_after_ms"].as_u64().unwrap() < 15_000,
@@ -405,28 +503,14 @@ fn tls_listeners_serve_sasl_ssl_and_take_a_renewed_certificate() {
         r#"{"topic_name":"orders","partitions_count":1}"#,
     );
     let first_ca = certs.path().join("first-ca.pem");
-    let script = format!(
-        "{}/../../tests/clients/sasl_clients.py",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let with_ca = [("SKEIN_TEST_CA", first_ca.to_str().unwrap())];
     let roundtrip = wait_for(|| {
-        let out = Command::new("timeout")
-            .args([
-                "120",
-                &python,
-                &script,
-                &tls,
-                "roundtrip",
-                "orders",
-                &key,
-                &secret,
-            ])
-            .env("SKEIN_TEST_CA", &first_ca)
-            .output()
-            .unwrap();
-        out.status
-            .success()
-            .then(|| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap())
+        try_sasl_script(
+            &python,
+            &tls,
+            &with_ca,
+            &["roundtrip", "orders", &key, &secret],
+        )
     });
     assert_eq!(roundtrip["confluent"], 5, "{roundtrip}");
     assert_eq!(roundtrip["kafka_python"], 5, "{roundtrip}");
@@ -452,6 +536,261 @@ fn tls_listeners_serve_sasl_ssl_and_take_a_renewed_certificate() {
     wait_for(|| over_tls(&second_ca).0.then_some(()));
     let (ok, out) = over_tls(&first_ca);
     assert!(!ok, "{out}");
+
+    broker.stop();
+    cp.stop();
+}
+
+#[test]
+fn clients_authenticate_with_scram_credentials() {
+    const PASSWORD: &str = "scram-user-password";
+    const ADMIN_PASSWORD: &str = "admin-user-password";
+    const CREATED_PASSWORD: &str = "created-by-kafka-password";
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("sasl_scram").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    new_principal(&admin_addr, "acme", "scram-user", TOPICS_AND_GROUPS);
+    let (key, secret) = api_key(&admin_addr, "acme", "writer");
+
+    // The admin API keeps one credential per mechanism and never shows the password again.
+    let set = scram_credential(&admin_addr, "scram-user", "SCRAM-SHA-512", PASSWORD, 8192);
+    assert_eq!(set["kind"], "ScramCredential", "{set}");
+    assert_eq!(set["mechanism"], "SCRAM-SHA-512", "{set}");
+    assert_eq!(set["iterations"], 8192, "{set}");
+    assert!(!set.to_string().contains(PASSWORD), "{set}");
+    scram_credential(&admin_addr, "scram-user", "SCRAM-SHA-256", PASSWORD, 4096);
+    assert_eq!(
+        scram_credentials(&admin_addr, "scram-user"),
+        [
+            ("SCRAM-SHA-256".to_owned(), 4096),
+            ("SCRAM-SHA-512".to_owned(), 8192)
+        ]
+    );
+    let (status, body) = common::http(
+        &admin_addr,
+        "PUT",
+        "/v1/tenants/acme/principals/nobody/scram-credentials/SCRAM-SHA-512",
+        Some(TOKEN),
+        r#"{"password":"no-one-to-give-it-to"}"#,
+    );
+    assert_eq!(status, 404, "{body}");
+
+    let certs = tempfile::tempdir().unwrap();
+    certificates(certs.path(), "scram");
+    let ca_file = certs.path().join("scram-ca.pem");
+    let ca = ca_file.to_str().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .args([
+                "--listeners",
+                "INTERNAL://127.0.0.1:0,TLS://127.0.0.1:0,CLIENT://127.0.0.1:0",
+                "--listener-security-protocol-map",
+                "INTERNAL:PLAINTEXT,TLS:SASL_SSL,CLIENT:SASL_PLAINTEXT",
+                "--heartbeat-interval-secs",
+                "1",
+            ])
+            .arg("--ssl-certificate-location")
+            .arg(certs.path().join("scram.pem"))
+            .arg("--ssl-key-location")
+            .arg(certs.path().join("scram.key"))
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let tls = field(&broker.first_line, "(SASL_SSL) on ");
+    let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
+    for topic in ["orders", "kafkajs-scram", "kafkajs-plain"] {
+        admin(
+            &admin_addr,
+            "POST",
+            "/v1/tenants/acme/topics",
+            &format!(r#"{{"topic_name":"{topic}","partitions_count":1}}"#),
+        );
+    }
+    let sha256 = [("SKEIN_TEST_MECHANISM", "SCRAM-SHA-256")];
+    let sha512 = [("SKEIN_TEST_MECHANISM", "SCRAM-SHA-512")];
+    let sha512_tls = [
+        ("SKEIN_TEST_MECHANISM", "SCRAM-SHA-512"),
+        ("SKEIN_TEST_CA", ca),
+    ];
+
+    // confluent-kafka and kafka-python write and read with SCRAM-SHA-512 over SASL_SSL.
+    let roundtrip = wait_for(|| {
+        try_sasl_script(
+            &python,
+            &tls,
+            &sha512_tls,
+            &["roundtrip", "orders", "scram-user", PASSWORD],
+        )
+    });
+    assert_eq!(roundtrip["confluent"], 5, "{roundtrip}");
+    assert_eq!(roundtrip["kafka_python"], 5, "{roundtrip}");
+
+    // kcat with SCRAM-SHA-256 over SASL_PLAINTEXT.
+    let scram_kcat = |args: &[&str], input: &str| {
+        let settings = [
+            "security.protocol=SASL_PLAINTEXT".to_owned(),
+            "sasl.mechanisms=SCRAM-SHA-256".to_owned(),
+            "sasl.username=scram-user".to_owned(),
+            format!("sasl.password={PASSWORD}"),
+        ];
+        kcat_with(&sasl, &settings, args, input)
+    };
+    let (ok, out) = scram_kcat(&["-P", "-t", "orders", "-p", "0"], "from-kcat\n");
+    assert!(ok, "{out}");
+    let (ok, out) = scram_kcat(
+        &[
+            "-C",
+            "-t",
+            "orders",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+        ],
+        "",
+    );
+    assert!(ok && out.contains("from-kcat"), "{out}");
+
+    // kafkajs with SCRAM-SHA-512 over SASL_SSL, and with an API key (PLAIN) over
+    // SASL_PLAINTEXT beside it.
+    let kafkajs = |bootstrap: &str, args: &[&str]| -> serde_json::Value {
+        let out = node_script("kafkajs_sasl.js", bootstrap, args);
+        serde_json::from_str(out.lines().last().unwrap()).unwrap()
+    };
+    let scram = kafkajs(
+        &tls,
+        &["kafkajs-scram", "scram-sha-512", "scram-user", PASSWORD, ca],
+    );
+    assert_eq!(scram["kafkajs"], 4, "{scram}");
+    let plain = kafkajs(&sasl, &["kafkajs-plain", "plain", &key, &secret]);
+    assert_eq!(plain["kafkajs"], 4, "{plain}");
+
+    // A wrong password and an unknown user are refused, and so is a SCRAM password given
+    // to PLAIN, which takes API keys.
+    let wrong = sasl_script_with(
+        &python,
+        &sasl,
+        &sha512,
+        &["refused", "scram-user", "not-the-password"],
+    );
+    assert_eq!(wrong["error"], "authentication", "{wrong}");
+    let unknown = sasl_script_with(
+        &python,
+        &sasl,
+        &sha256,
+        &["refused", "no-such-user", PASSWORD],
+    );
+    assert_eq!(unknown["error"], "authentication", "{unknown}");
+    let as_plain = sasl_script(&python, &sasl, &["refused", "scram-user", PASSWORD]);
+    assert_eq!(as_plain["error"], "authentication", "{as_plain}");
+
+    // Through the Kafka API, a principal allowed to alter the cluster gives a new user a
+    // credential, which the admin API then lists and the user logs in with.
+    new_principal(
+        &admin_addr,
+        "acme",
+        "admin-user",
+        &[("CLUSTER", "kafka-cluster")],
+    );
+    scram_credential(
+        &admin_addr,
+        "admin-user",
+        "SCRAM-SHA-256",
+        ADMIN_PASSWORD,
+        4096,
+    );
+    let created = wait_for(|| {
+        let answer = try_sasl_script(
+            &python,
+            &sasl,
+            &sha256,
+            &[
+                "scram-admin",
+                "admin-user",
+                ADMIN_PASSWORD,
+                "created-by-kafka",
+                CREATED_PASSWORD,
+            ],
+        )?;
+        answer["error"].is_null().then_some(answer)
+    });
+    assert_eq!(
+        created["described"],
+        serde_json::json!([["SCRAM_SHA_512", 8192]]),
+        "{created}"
+    );
+    assert_eq!(
+        scram_credentials(&admin_addr, "created-by-kafka"),
+        [("SCRAM-SHA-512".to_owned(), 8192)]
+    );
+    wait_for(|| {
+        let login = sasl_script_with(
+            &python,
+            &sasl,
+            &sha512,
+            &["refused", "created-by-kafka", CREATED_PASSWORD],
+        );
+        (login["error"] == "none").then_some(())
+    });
+    // A principal without ALTER on the cluster may not, and its user gets no credential.
+    let denied = sasl_script_with(
+        &python,
+        &sasl,
+        &sha512,
+        &[
+            "scram-admin",
+            "scram-user",
+            PASSWORD,
+            "not-created",
+            "its-password",
+        ],
+    );
+    assert_eq!(denied["error"], "CLUSTER_AUTHORIZATION_FAILED", "{denied}");
+    let login = sasl_script_with(
+        &python,
+        &sasl,
+        &sha512,
+        &["refused", "not-created", "its-password"],
+    );
+    assert_eq!(login["error"], "authentication", "{login}");
+
+    // A credential deleted while a connection that logged in with it is open stops working
+    // within seconds; the principal's other mechanism still serves.
+    let outcome = revoked(
+        &python,
+        &sasl,
+        &sha512,
+        &["orders", "scram-user", PASSWORD],
+        &admin_addr,
+        "/v1/tenants/acme/principals/scram-user/scram-credentials/SCRAM-SHA-512",
+    );
+    assert_eq!(outcome["error"], "authentication", "{outcome}");
+    assert!(
+        outcome["refused_after_ms"].as_u64().unwrap() < 15_000,
+        "{outcome}"
+    );
+    assert_eq!(
+        scram_credentials(&admin_addr, "scram-user"),
+        [("SCRAM-SHA-256".to_owned(), 4096)]
+    );
+    let other = sasl_script_with(
+        &python,
+        &sasl,
+        &sha256,
+        &["refused", "scram-user", PASSWORD],
+    );
+    assert_eq!(other["error"], "none", "{other}");
 
     broker.stop();
     cp.stop();

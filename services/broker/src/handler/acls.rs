@@ -147,6 +147,17 @@ fn binding(creation: &AclCreation) -> Result<AclBinding, AclError> {
 
 /// Why a Kafka client may not change ACLs here, if it may not.
 fn acl_changes_refused(broker: &Broker, access: &Access<'_>) -> Option<(ResponseError, String)> {
+    security_changes_refused(broker, access, "ACLs")
+}
+
+/// Why a Kafka client may not change `what` (ACLs, or SCRAM credentials) here, if it may
+/// not: both take ALTER on the cluster, and on a listener without authentication, an
+/// operator's leave.
+pub(crate) fn security_changes_refused(
+    broker: &Broker,
+    access: &Access<'_>,
+    what: &str,
+) -> Option<(ResponseError, String)> {
     if broker.controller.is_none() {
         return Some((ResponseError::SecurityDisabled, NO_AUTHORIZER.to_owned()));
     }
@@ -155,16 +166,17 @@ fn acl_changes_refused(broker: &Broker, access: &Access<'_>) -> Option<(Response
         return (!access.cluster(Operation::Alter)).then(|| {
             (
                 ResponseError::ClusterAuthorizationFailed,
-                "ALTER on the cluster is needed to change ACLs".to_owned(),
+                format!("ALTER on the cluster is needed to change {what}"),
             )
         });
     }
     (!broker.config.unauthenticated_acl_changes).then(|| {
         (
             ResponseError::ClusterAuthorizationFailed,
-            "this listener does not authenticate its clients, so they may not change ACLs; \
-             use the admin API"
-                .to_owned(),
+            format!(
+                "this listener does not authenticate its clients, so they may not change \
+                 {what}; use the admin API"
+            ),
         )
     })
 }

@@ -16,6 +16,7 @@ pub(crate) mod offset_for_leader_epoch;
 pub(crate) mod produce;
 pub(crate) mod reassignments;
 pub(crate) mod sasl;
+pub(crate) mod scram_credentials;
 
 use kafka_protocol::ResponseError;
 use skein_log::LogError;

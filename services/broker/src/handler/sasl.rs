@@ -1,5 +1,6 @@
 //! SaslHandshake and SaslAuthenticate. On a SASL listener a client handshakes, authenticates
-//! with PLAIN (an API key) or OAUTHBEARER (a JWT), and only then reaches any other API; a
+//! with PLAIN (an API key), SCRAM-SHA-256/512 (a user's password, in two rounds) or
+//! OAUTHBEARER (a JWT), and only then reaches any other API; a
 //! failed step is answered and the connection then closed, as Kafka does. After SaslHandshake
 //! v1 the token travels inside SaslAuthenticate (KIP-152); after v0 it comes as a bare frame,
 //! which the connection hands to [`crate::connection`]'s raw path (PLAIN only). An
@@ -14,12 +15,16 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::router::{Api, Call};
-use crate::sasl::{parse_oauthbearer, parse_plain, SaslError, SaslState, OAUTHBEARER, PLAIN};
+use crate::sasl::{
+    parse_oauthbearer, parse_plain, Authenticated, SaslError, SaslState, OAUTHBEARER, PLAIN,
+    SCRAM_SHA_256, SCRAM_SHA_512,
+};
 use crate::Broker;
 
-/// The mechanisms this broker offers: PLAIN, and OAUTHBEARER when it can check tokens.
+/// The mechanisms this broker offers: PLAIN, SCRAM, and OAUTHBEARER when it can check
+/// tokens.
 fn mechanisms(broker: &Broker) -> Vec<&'static str> {
-    let mut offered = vec![PLAIN];
+    let mut offered = vec![PLAIN, SCRAM_SHA_256, SCRAM_SHA_512];
     if broker.config.oauthbearer.is_some() {
         offered.push(OAUTHBEARER);
     }
@@ -107,6 +112,34 @@ impl Api for SaslAuthenticate {
                 raw: false,
                 previous,
             } => (mechanism, previous),
+            SaslState::ScramSent {
+                exchange,
+                session_id,
+                previous,
+            } => {
+                let mechanism = exchange.mechanism().name();
+                let finished = exchange
+                    .finish(&request.auth_bytes)
+                    .map_err(SaslError::from);
+                return match (finished, session_id) {
+                    (Ok(server_final), Some(session_id)) => {
+                        let who = Authenticated {
+                            principal: skein_auth::Principal::user(exchange.user.clone()),
+                            key_id: session_id,
+                            verified_at: std::time::Instant::now(),
+                            expires_at: None,
+                        };
+                        accept(call, who, previous, mechanism, server_final.into_bytes())
+                    }
+                    // A decoy cannot be passed; were it, no user stands behind it.
+                    (Ok(_), None) => failed(
+                        call,
+                        mechanism,
+                        SaslError::Scram(skein_scram::ScramError::BadProof),
+                    ),
+                    (Err(e), _) => failed(call, mechanism, e),
+                };
+            }
             _ => {
                 return refuse(
                     ResponseError::IllegalSaslState,
@@ -114,6 +147,22 @@ impl Api for SaslAuthenticate {
                 )
             }
         };
+        if let Some(scram) = skein_scram::Mechanism::from_name(mechanism) {
+            return match scram_first(call, scram, &request.auth_bytes).await {
+                Ok((server_first, exchange, session_id)) => {
+                    session.set_state(SaslState::ScramSent {
+                        exchange: Box::new(exchange),
+                        session_id,
+                        previous,
+                    });
+                    Some(
+                        SaslAuthenticateResponse::default()
+                            .with_auth_bytes(server_first.into_bytes().into()),
+                    )
+                }
+                Err(e) => failed(call, mechanism, e),
+            };
+        }
         let authenticated = if mechanism == OAUTHBEARER {
             authenticate_token(call.broker, &request.auth_bytes)
         } else {
@@ -122,34 +171,76 @@ impl Api for SaslAuthenticate {
                 Err(e) => Err(e),
             }
         };
-        let authenticated = authenticated.and_then(|who| match previous {
-            Some(previous) if previous != who.principal => {
-                Err(SaslError::PrincipalChanged(previous))
-            }
-            _ => Ok(who),
-        });
         match authenticated {
-            Ok(who) => {
-                tracing::debug!(peer = %session.peer, principal = %who.principal,
-                    listener = %session.listener.name, mechanism, "authenticated");
-                let lifetime = who.session_lifetime_ms();
-                session.set_state(SaslState::Authenticated(who));
-                // A token's session ends with it: the client re-authenticates before then
-                // (KIP-368). An API key does not expire.
-                let answer = SaslAuthenticateResponse::default();
-                Some(if call.version >= 1 {
-                    answer.with_session_lifetime_ms(lifetime)
-                } else {
-                    answer
-                })
-            }
-            Err(e) => {
-                tracing::info!(peer = %session.peer, mechanism, reason = %e,
-                    "SASL authentication failed");
-                refuse(ResponseError::SaslAuthenticationFailed, e.to_string())
-            }
+            Ok(who) => accept(call, who, previous, mechanism, Vec::new()),
+            Err(e) => failed(call, mechanism, e),
         }
     }
+}
+
+/// The answer to the client's last message: the session is authenticated as `who`, unless
+/// it re-authenticates as someone else.
+fn accept(
+    call: &Call<'_>,
+    who: Authenticated,
+    previous: Option<skein_auth::Principal>,
+    mechanism: &str,
+    auth_bytes: Vec<u8>,
+) -> Option<SaslAuthenticateResponse> {
+    let session = call.session;
+    if let Some(previous) = previous.filter(|p| *p != who.principal) {
+        return failed(call, mechanism, SaslError::PrincipalChanged(previous));
+    }
+    tracing::debug!(peer = %session.peer, principal = %who.principal,
+        listener = %session.listener.name, mechanism, "authenticated");
+    let lifetime = who.session_lifetime_ms();
+    session.set_state(SaslState::Authenticated(who));
+    // A token's session ends with it: the client re-authenticates before then (KIP-368).
+    // An API key or a password does not expire.
+    let answer = SaslAuthenticateResponse::default().with_auth_bytes(auth_bytes.into());
+    Some(if call.version >= 1 {
+        answer.with_session_lifetime_ms(lifetime)
+    } else {
+        answer
+    })
+}
+
+/// A refusal: answered with SASL_AUTHENTICATION_FAILED, then the connection closes.
+fn failed(call: &Call<'_>, mechanism: &str, e: SaslError) -> Option<SaslAuthenticateResponse> {
+    let session = call.session;
+    tracing::info!(peer = %session.peer, mechanism, reason = %e, "SASL authentication failed");
+    session.set_state(SaslState::Failed);
+    // SCRAM's refusals say no more than "invalid credentials" to the client, whatever the
+    // reason, so a guesser cannot tell an unknown user from a wrong password.
+    let message = match e {
+        SaslError::Scram(_) => format!(
+            "Authentication failed during authentication due to invalid credentials with SASL \
+             mechanism {mechanism}"
+        ),
+        other => other.to_string(),
+    };
+    Some(
+        SaslAuthenticateResponse::default()
+            .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+            .with_error_message(Some(StrBytes::from_string(message))),
+    )
+}
+
+/// SCRAM's first round: the client's first message read, the user's credential (or a decoy)
+/// found, and the server's first message with the state that checks the proof.
+async fn scram_first(
+    call: &Call<'_>,
+    mechanism: skein_scram::Mechanism,
+    message: &[u8],
+) -> Result<(String, skein_scram::ServerFirst, Option<String>), SaslError> {
+    let first = skein_scram::ClientFirst::parse(message)?;
+    let (credential, session_id) = call
+        .broker
+        .keys
+        .scram_credential(call.broker.controller.as_ref(), &first.user, mechanism)
+        .await?;
+    let (server_first, exchange) = first.reply(credential, &crate::sasl::server_nonce())?;
+    Ok((server_first, exchange, session_id))
 }
 
 /// An OAUTHBEARER client message checked as the gateway checks tokens, for this broker's

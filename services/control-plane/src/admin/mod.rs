@@ -1,5 +1,5 @@
-//! The admin REST API: tenants, principals, API keys, ACLs, quotas and topics, under
-//! `/v1/tenants`,
+//! The admin REST API: tenants, principals, API keys, SCRAM credentials, ACLs, quotas and
+//! topics, under `/v1/tenants`,
 //! in the shape of Confluent's v3 API (`kind`, `metadata.self`, lists with `data` and
 //! `metadata.next`). Every call but `GET /openapi.json` needs an admin token (`auth.rs`);
 //! every error is a problem details body (`problem.rs`); request bodies refuse unknown fields
@@ -10,6 +10,7 @@ pub mod acls;
 mod auth;
 pub mod principals;
 pub mod quotas;
+pub mod scram;
 pub mod tenants;
 pub mod topics;
 
@@ -59,7 +60,7 @@ pub struct ListMetadata {
 /// The admin API's OpenAPI document.
 #[derive(Debug, OpenApi)]
 #[openapi(
-    info(title = "Skein admin API", description = "Tenants, principals, API keys, ACLs, quotas and topics."),
+    info(title = "Skein admin API", description = "Tenants, principals, API keys, SCRAM credentials, ACLs, quotas and topics."),
     paths(
         tenants::list,
         tenants::create,
@@ -71,6 +72,9 @@ pub struct ListMetadata {
         principals::list_keys,
         principals::create_key,
         principals::revoke_key,
+        scram::list,
+        scram::set,
+        scram::delete,
         acls::list,
         acls::create,
         acls::delete,
@@ -231,6 +235,14 @@ pub fn admin_router(state: AdminState) -> Router {
         .route(
             &format!("{tenant}/principals/{{principal}}/api-keys/{{key}}"),
             delete(principals::revoke_key),
+        )
+        .route(
+            &format!("{tenant}/principals/{{principal}}/scram-credentials"),
+            get(scram::list),
+        )
+        .route(
+            &format!("{tenant}/principals/{{principal}}/scram-credentials/{{mechanism}}"),
+            put(scram::set).delete(scram::delete),
         )
         .route(
             &format!("{tenant}/acls"),
