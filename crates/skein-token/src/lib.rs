@@ -14,10 +14,16 @@
 //! - `exp` is required; `iss` and `aud` are required whenever an issuer or an audience is
 //!   configured; `exp` and `nbf` are checked with a small leeway for clock skew.
 //!
+//! With the `jwks` feature, [`jwks::TrustedKeys`] adds the keys of an issuer's JWKS URL,
+//! refreshed as the issuer rotates them.
+//!
 //! [`TokenError`] says why a token was refused; callers answer every case with 401 /
 //! UNAUTHENTICATED and log the reason.
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+#[cfg(feature = "jwks")]
+pub mod jwks;
 
 use base64::Engine;
 use jsonwebtoken::errors::{Error as JwtError, ErrorKind};

@@ -60,12 +60,12 @@ pub struct BrokerConfig {
     pub oauthbearer: Option<std::sync::Arc<OAuthBearer>>,
 }
 
-/// How a SASL/OAUTHBEARER token is checked: its signature and registered claims by
-/// `verifier`; `sub` names the principal and `tenant_claim` its tenant, which must be the
-/// broker's.
+/// How a SASL/OAUTHBEARER token is checked: its signature and registered claims by `keys`
+/// (configured ones, and an issuer's JWKS); `sub` names the principal and `tenant_claim`
+/// its tenant, which must be the broker's.
 #[derive(Debug)]
 pub struct OAuthBearer {
-    pub verifier: skein_token::Verifier,
+    pub keys: std::sync::Arc<skein_token::jwks::TrustedKeys>,
     pub tenant_claim: String,
 }
 

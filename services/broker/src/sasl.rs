@@ -212,15 +212,16 @@ pub fn parse_oauthbearer(message: &[u8]) -> Result<&str, SaslError> {
 }
 
 /// The principal a token names, once `oauth` verifies it for `tenant`.
-pub(crate) fn authenticate_token(
+pub(crate) async fn authenticate_token(
     oauth: &crate::config::OAuthBearer,
     tenant: &str,
     token: &str,
 ) -> Result<Authenticated, SaslError> {
     let required = ["sub", "exp", oauth.tenant_claim.as_str()];
     let claims = oauth
-        .verifier
+        .keys
         .verify(token, &required)
+        .await
         .map_err(|e| SaslError::BadToken(e.to_string()))?;
     let text = |name: &str| {
         claims
@@ -532,13 +533,14 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_token_names_its_principal_and_tenant_and_bounds_the_session() {
+    #[tokio::test]
+    async fn a_token_names_its_principal_and_tenant_and_bounds_the_session() {
         let secret = b"0123456789abcdef0123456789abcdef";
         let oauth = crate::config::OAuthBearer {
-            verifier: skein_token::Verifier::new(vec![skein_token::VerifyingKey::hs256(
-                secret, None,
-            )]),
+            keys: skein_token::jwks::TrustedKeys::new(
+                skein_token::Verifier::new(vec![skein_token::VerifyingKey::hs256(secret, None)]),
+                None,
+            ),
             tenant_claim: "tenant".to_owned(),
         };
         let now = std::time::SystemTime::now()
@@ -551,7 +553,7 @@ mod tests {
                 .unwrap_or_default()
         };
         let token = sign(serde_json::json!({"sub": "alice", "tenant": "acme", "exp": now + 60}));
-        let who = match authenticate_token(&oauth, "acme", &token) {
+        let who = match authenticate_token(&oauth, "acme", &token).await {
             Ok(who) => who,
             Err(e) => panic!("{e}"),
         };
@@ -560,16 +562,18 @@ mod tests {
         assert!((50_000..=60_000).contains(&lifetime), "{lifetime}");
         assert!(who.still_valid(&KeyChecker::default()));
         assert!(matches!(
-            authenticate_token(&oauth, "globex", &token),
+            authenticate_token(&oauth, "globex", &token).await,
             Err(SaslError::OtherTenant { .. })
         ));
         let expired = sign(serde_json::json!({"sub": "alice", "tenant": "acme", "exp": now - 600}));
         assert!(matches!(
-            authenticate_token(&oauth, "acme", &expired),
+            authenticate_token(&oauth, "acme", &expired).await,
             Err(SaslError::BadToken(_))
         ));
         let no_tenant = sign(serde_json::json!({"sub": "alice", "exp": now + 60}));
-        assert!(authenticate_token(&oauth, "acme", &no_tenant).is_err());
+        assert!(authenticate_token(&oauth, "acme", &no_tenant)
+            .await
+            .is_err());
     }
 
     #[test]

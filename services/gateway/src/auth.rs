@@ -2,16 +2,12 @@
 //! presented as HTTP Basic credentials (`key id : secret`), checked by the control plane and
 //! remembered for a minute.
 //!
-//! Keys come from configuration and, optionally, a JWKS URL. The key set is fetched at start
-//! and again every [`AuthConfig::jwks_refresh_every`], so a key the issuer removed stops
-//! being trusted after the next refresh; a refresh that fails keeps the keys fetched before.
-//! A token naming a `kid` no key has makes the gateway fetch the key set at once, at most
-//! once per [`JWKS_REFETCH_EVERY`], so a rotated key is picked up without letting a flood of
-//! bogus tokens hammer the issuer. A key set is read only up to [`JWKS_MAX_BYTES`] and
-//! [`JWKS_MAX_KEYS`].
+//! Keys come from configuration and, optionally, a JWKS URL, as `skein_token::jwks` keeps
+//! them: refreshed now and then, fetched again (rationed) for a token naming an unknown kid,
+//! and read only within bounds.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -19,25 +15,14 @@ use parking_lot::Mutex;
 use skein_auth::Principal;
 use skein_proto::controller as pb;
 use skein_proto::replicas::ControllerReplicas;
-use skein_token::{Claims, TokenError, Verifier, VerifyingKey};
+use skein_token::jwks::{JwksSource, TrustedKeys};
+use skein_token::{Claims, Verifier};
 
 use crate::cluster::ClusterView;
 use crate::error::GatewayError;
 
-/// The least time between two fetches of the JWKS prompted by unknown `kid`s.
-pub const JWKS_REFETCH_EVERY: Duration = Duration::from_secs(10);
-
 /// How often the JWKS is fetched anyway, unless configured otherwise.
-pub const JWKS_REFRESH_EVERY: Duration = Duration::from_secs(5 * 60);
-
-/// The shortest refresh interval honoured (a shorter one would hammer the issuer).
-const JWKS_REFRESH_AT_LEAST: Duration = Duration::from_secs(1);
-
-/// The largest JWKS body read; a longer one fails the fetch.
-pub const JWKS_MAX_BYTES: usize = 1024 * 1024;
-
-/// The most keys a JWKS may hold; a larger set fails the fetch whole.
-pub const JWKS_MAX_KEYS: usize = 100;
+pub const JWKS_REFRESH_EVERY: Duration = skein_token::jwks::REFRESH_EVERY;
 
 /// How long a verified API key is remembered.
 const API_KEY_CACHE: Duration = Duration::from_secs(60);
@@ -66,159 +51,15 @@ impl Caller {
 pub struct AuthConfig {
     /// Keys from configuration, and the expected issuer and audience.
     pub verifier: Verifier,
-    /// Where the issuer publishes its keys, if anywhere.
-    pub jwks_url: Option<String>,
-    /// How often the JWKS is fetched again ([`JWKS_REFRESH_EVERY`] by default; at least a
-    /// second).
-    pub jwks_refresh_every: Duration,
+    /// Where the issuer publishes its keys, if anywhere, and how often they are fetched
+    /// again.
+    pub jwks: Option<JwksSource>,
     /// The claim naming the tenant.
     pub tenant_claim: String,
 }
 
 /// A verified API key: its secret, its caller, and when it was checked.
 type RememberedKey = (String, Caller, Instant);
-
-/// The keys tokens are checked with: the configured ones, and the JWKS's as last fetched.
-#[derive(Debug)]
-struct Keys {
-    config: Arc<AuthConfig>,
-    /// When the JWKS was last fetched (or tried); held while fetching, so that one fetch
-    /// runs at a time.
-    fetched_at: tokio::sync::Mutex<Option<Instant>>,
-    verifier: Mutex<Arc<Verifier>>,
-    http: reqwest::Client,
-}
-
-impl Keys {
-    fn new(config: Arc<AuthConfig>) -> Self {
-        let verifier = Arc::new(config.verifier.clone());
-        Self {
-            config,
-            fetched_at: tokio::sync::Mutex::new(None),
-            verifier: Mutex::new(verifier),
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(5))
-                .build()
-                .unwrap_or_default(),
-        }
-    }
-
-    /// The verifier in force.
-    fn current(&self) -> Arc<Verifier> {
-        Arc::clone(&self.verifier.lock())
-    }
-
-    /// Fetches the key set again, for a token naming an unknown `kid`, unless that happened
-    /// less than [`JWKS_REFETCH_EVERY`] ago.
-    async fn refetch(&self) {
-        let Some(url) = &self.config.jwks_url else {
-            return;
-        };
-        let mut fetched_at = self.fetched_at.lock().await;
-        if fetched_at.is_some_and(|at| at.elapsed() < JWKS_REFETCH_EVERY) {
-            return;
-        }
-        if let Err(e) = self.fetch(url, &mut fetched_at).await {
-            tracing::warn!(url, error = %e, "could not fetch the JWKS; keeping the keys in force");
-        }
-    }
-
-    /// Fetches the key set now (the periodic refresh); a failure keeps the keys in force.
-    async fn refresh(&self) -> Result<(), String> {
-        let Some(url) = &self.config.jwks_url else {
-            return Ok(());
-        };
-        let mut fetched_at = self.fetched_at.lock().await;
-        let fetched = self.fetch(url, &mut fetched_at).await;
-        if let Err(e) = &fetched {
-            tracing::warn!(url, error = %e, "could not refresh the JWKS; keeping the keys in force");
-        }
-        fetched
-    }
-
-    /// Fetches the key set and, if that works, trusts exactly its keys besides the
-    /// configured ones: a key it no longer holds is no longer trusted.
-    async fn fetch(&self, url: &str, fetched_at: &mut Option<Instant>) -> Result<(), String> {
-        *fetched_at = Some(Instant::now());
-        let fetched = fetch_jwks(&self.http, url).await?;
-        if fetched.is_empty() {
-            tracing::warn!(url, "the JWKS holds no usable key");
-        }
-        let mut all = self.config.verifier.keys().to_vec();
-        all.extend(fetched);
-        *self.verifier.lock() = Arc::new(self.config.verifier.with_keys(all));
-        Ok(())
-    }
-}
-
-/// Refreshes the key set now and then every `every`, until the keys are no longer in use.
-async fn refresh_periodically(keys: Weak<Keys>, every: Duration) {
-    loop {
-        let Some(in_use) = keys.upgrade() else {
-            return;
-        };
-        // A failure is logged, and the keys in force stay.
-        let _ = in_use.refresh().await;
-        drop(in_use);
-        tokio::time::sleep(every).await;
-    }
-}
-
-/// The usable keys of the JWKS at `url`, read only up to [`JWKS_MAX_BYTES`] and
-/// [`JWKS_MAX_KEYS`].
-async fn fetch_jwks(http: &reqwest::Client, url: &str) -> Result<Vec<VerifyingKey>, String> {
-    let mut response = http
-        .get(url)
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| e.to_string())?;
-    if let Some(len) = response.content_length() {
-        if len > JWKS_MAX_BYTES as u64 {
-            return Err(format!(
-                "the JWKS is {len} bytes long; at most {JWKS_MAX_BYTES} are read"
-            ));
-        }
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-        if body.len() + chunk.len() > JWKS_MAX_BYTES {
-            return Err(format!(
-                "the JWKS is longer than {JWKS_MAX_BYTES} bytes, the most read"
-            ));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    jwks_keys(&body)
-}
-
-/// The usable keys of a JWKS body. A key that is not one (another key type, an encryption
-/// key, parameters that do not parse) is skipped, so that one odd key does not cost the
-/// others; a body that is not a key set, or holds more than [`JWKS_MAX_KEYS`] keys, is
-/// refused whole.
-fn jwks_keys(body: &[u8]) -> Result<Vec<VerifyingKey>, String> {
-    #[derive(serde::Deserialize)]
-    struct KeySet {
-        keys: Vec<serde_json::Value>,
-    }
-    let set: KeySet = serde_json::from_slice(body)
-        .map_err(|e| format!("the body is not a JSON Web Key Set: {e}"))?;
-    if set.keys.len() > JWKS_MAX_KEYS {
-        return Err(format!(
-            "the JWKS holds {} keys; at most {JWKS_MAX_KEYS} are accepted",
-            set.keys.len()
-        ));
-    }
-    let usable = set.keys.into_iter().filter_map(|raw| {
-        let jwk = serde_json::from_value::<jsonwebtoken::jwk::Jwk>(raw)
-            .map_err(|e| tracing::debug!(error = %e, "skipping a JWK that does not parse"))
-            .ok()?;
-        VerifyingKey::from_jwk(&jwk)
-            .map_err(|reason| tracing::debug!(kid = ?jwk.common.key_id, reason, "skipping a JWK"))
-            .ok()
-    });
-    Ok(usable.collect())
-}
 
 /// When a verified token's `exp` falls, if the clock can say.
 fn expiry(claims: &Claims) -> Option<SystemTime> {
@@ -234,7 +75,7 @@ fn expiry(claims: &Claims) -> Option<SystemTime> {
 #[derive(Debug, Clone)]
 pub struct Authenticator {
     config: Arc<AuthConfig>,
-    keys: Arc<Keys>,
+    keys: Arc<TrustedKeys>,
     controller: Option<ControllerReplicas>,
     api_keys: Arc<Mutex<HashMap<String, RememberedKey>>>,
     /// The cluster's view, whose list of keys in force ends a remembered key at once when
@@ -253,19 +94,8 @@ impl Authenticator {
     /// and inside a Tokio runtime, this starts the key set's periodic refresh, which ends
     /// once the authenticator and its clones are dropped.
     pub fn new(config: AuthConfig, controller: Option<ControllerReplicas>) -> Self {
+        let keys = TrustedKeys::new(config.verifier.clone(), config.jwks.clone());
         let config = Arc::new(config);
-        let keys = Arc::new(Keys::new(Arc::clone(&config)));
-        if config.jwks_url.is_some() {
-            let every = config.jwks_refresh_every.max(JWKS_REFRESH_AT_LEAST);
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(refresh_periodically(Arc::downgrade(&keys), every));
-                }
-                Err(_) => tracing::warn!(
-                    "no async runtime: the JWKS is fetched only for tokens naming unknown kids"
-                ),
-            }
-        }
         Self {
             config,
             keys,
@@ -298,21 +128,7 @@ impl Authenticator {
 
     async fn token(&self, token: &str) -> Result<Caller, GatewayError> {
         let required = ["sub", self.config.tenant_claim.as_str()];
-        let verifier = self.keys.current();
-        let claims = match verifier.verify(token, &required) {
-            Err(TokenError::UnknownKey(kid)) if self.config.jwks_url.is_some() => {
-                self.keys.refetch().await;
-                // Keys fetched since, by this call or another, may know the kid.
-                let latest = self.keys.current();
-                if Arc::ptr_eq(&latest, &verifier) {
-                    Err(TokenError::UnknownKey(kid))
-                } else {
-                    latest.verify(token, &required)
-                }
-            }
-            other => other,
-        }
-        .map_err(|e| {
+        let claims = self.keys.verify(token, &required).await.map_err(|e| {
             tracing::debug!(reason = %e, "token refused");
             GatewayError::Unauthenticated(format!("the token was refused: {e}"))
         })?;
@@ -399,6 +215,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
+    use skein_token::VerifyingKey;
 
     fn key(name: &str) -> Vec<u8> {
         let dir = concat!(
@@ -528,8 +345,10 @@ mod tests {
     fn authenticator(issuer: &Issuer, refresh_every: Duration) -> Authenticator {
         let config = AuthConfig {
             verifier: Verifier::new(Vec::new()),
-            jwks_url: Some(issuer.url.clone()),
-            jwks_refresh_every: refresh_every,
+            jwks: Some(JwksSource {
+                url: issuer.url.clone(),
+                refresh_every,
+            }),
             tenant_claim: "tenant".to_owned(),
         };
         Authenticator::new(config, None)
@@ -590,8 +409,9 @@ mod tests {
         let all = trusted(&auth);
         let rsa = bearer(Algorithm::RS256, "rsa-jwk");
 
-        let too_many = json!({"keys": vec![jwks()["keys"][0].clone(); JWKS_MAX_KEYS + 1]});
-        let padding = "x".repeat(JWKS_MAX_BYTES);
+        let too_many =
+            json!({"keys": vec![jwks()["keys"][0].clone(); skein_token::jwks::MAX_KEYS + 1]});
+        let padding = "x".repeat(skein_token::jwks::MAX_BYTES);
         let too_long = Answer::set(&json!({"keys": jwks()["keys"], "padding": padding}));
         let failures = [
             (
@@ -659,7 +479,7 @@ mod tests {
         assert!(auth.authenticate(Some(&ec)).await.is_err());
         assert_eq!(issuer.requests(), fetched);
         // Once the last fetch is old enough, the unknown kid fetches the set.
-        *auth.keys.fetched_at.lock().await = Instant::now().checked_sub(JWKS_REFETCH_EVERY);
+        auth.keys.forget_last_fetch().await;
         assert!(auth.authenticate(Some(&ec)).await.is_ok());
         assert_eq!(issuer.requests(), fetched + 1);
     }

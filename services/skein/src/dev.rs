@@ -91,9 +91,10 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     if config.oauthbearer.is_none() {
         let secret = crate::control_plane::dev_signing_secret(&args.listener.data_dir)?;
         config.oauthbearer = Some(Arc::new(skein_broker::OAuthBearer {
-            verifier: skein_token::Verifier::new(vec![skein_token::VerifyingKey::hs256(
-                &secret, None,
-            )]),
+            keys: skein_token::jwks::TrustedKeys::new(
+                skein_token::Verifier::new(vec![skein_token::VerifyingKey::hs256(&secret, None)]),
+                None,
+            ),
             tenant_claim: "tenant".to_owned(),
         }));
     }
@@ -257,8 +258,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             verifier: skein_token::Verifier::new(vec![skein_token::VerifyingKey::hs256(
                 &secret, None,
             )]),
-            jwks_url: None,
-            jwks_refresh_every: skein_gateway::auth::JWKS_REFRESH_EVERY,
+            jwks: None,
             tenant_claim: "tenant".to_owned(),
         },
         skein_gateway::HttpOptions {

@@ -150,8 +150,13 @@ impl GatewayAuthArgs {
         verifier.audience = self.jwt_audience.clone();
         Ok(AuthConfig {
             verifier,
-            jwks_url: self.jwks_url.clone(),
-            jwks_refresh_every: Duration::from_secs(self.jwks_refresh_secs),
+            jwks: self
+                .jwks_url
+                .clone()
+                .map(|url| skein_token::jwks::JwksSource {
+                    url,
+                    refresh_every: Duration::from_secs(self.jwks_refresh_secs),
+                }),
             tenant_claim: self.tenant_claim.clone(),
         })
     }

@@ -11,6 +11,7 @@ use skein_broker::listeners::{self, ListenerInfo, SecurityProtocol};
 use skein_broker::tls::TlsFiles;
 use skein_broker::{BrokerConfig, NodeSettings};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 #[derive(Debug, clap::Args)]
@@ -70,6 +71,19 @@ pub(crate) struct ListenerArgs {
     /// SASL/OAUTHBEARER: the `aud` tokens must carry
     #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWT_AUDIENCE")]
     pub(crate) sasl_oauthbearer_jwt_audience: Option<String>,
+    /// SASL/OAUTHBEARER: an issuer's JSON Web Key Set URL (Kafka's
+    /// `sasl.oauthbearer.jwks.endpoint.url`), fetched at start, every refresh interval, and
+    /// (at most every 10 s) for a token naming an unknown kid
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL")]
+    pub(crate) sasl_oauthbearer_jwks_endpoint_url: Option<String>,
+    /// SASL/OAUTHBEARER: milliseconds between fetches of the JWKS (Kafka's
+    /// `sasl.oauthbearer.jwks.endpoint.refresh.ms`; at least 1000)
+    #[arg(
+        long,
+        env = "SKEIN_SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS",
+        default_value_t = 300_000
+    )]
+    pub(crate) sasl_oauthbearer_jwks_endpoint_refresh_ms: u64,
     /// SASL/OAUTHBEARER: the claim naming the token's tenant (it must be the broker's)
     #[arg(long, default_value = "tenant")]
     pub(crate) sasl_oauthbearer_tenant_claim: String,
@@ -92,12 +106,20 @@ impl ListenerArgs {
             &self.oauthbearer_public_keys,
             self.sasl_oauthbearer_jwt_hs256_secret_file.as_deref(),
         )?;
-        if !keys.is_empty() {
+        let jwks = self.sasl_oauthbearer_jwks_endpoint_url.clone().map(|url| {
+            skein_token::jwks::JwksSource {
+                url,
+                refresh_every: Duration::from_millis(
+                    self.sasl_oauthbearer_jwks_endpoint_refresh_ms,
+                ),
+            }
+        });
+        if !keys.is_empty() || jwks.is_some() {
             let mut verifier = skein_token::Verifier::new(keys);
             verifier.issuer = self.sasl_oauthbearer_jwt_issuer.clone();
             verifier.audience = self.sasl_oauthbearer_jwt_audience.clone();
             config.oauthbearer = Some(Arc::new(skein_broker::OAuthBearer {
-                verifier,
+                keys: skein_token::jwks::TrustedKeys::new(verifier, jwks),
                 tenant_claim: self.sasl_oauthbearer_tenant_claim.clone(),
             }));
         }

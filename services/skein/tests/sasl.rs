@@ -795,3 +795,107 @@ fn clients_authenticate_with_scram_credentials() {
     broker.stop();
     cp.stop();
 }
+
+/// Serves the test key set (`crates/skein-token/tests/keys/jwks.json`: kids rsa-jwk, ec-jwk,
+/// ed-jwk) over HTTP, as an issuer would; answers its URL.
+fn serve_jwks() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let body = std::fs::read_to_string(test_key("jwks.json")).unwrap();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+fn test_key(name: &str) -> String {
+    format!(
+        "{}/../../crates/skein-token/tests/keys/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// A token for `sub` of acme signed with the test RSA key under `kid`, expiring in
+/// `expires_in` seconds (negative: already expired).
+fn rsa_token(kid: &str, sub: &str, expires_in: i64) -> String {
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let claims = serde_json::json!({"sub": sub, "tenant": "acme", "exp": now + expires_in});
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some(kid.to_owned());
+    let key = EncodingKey::from_rsa_pem(&std::fs::read(test_key("rsa.pem")).unwrap()).unwrap();
+    encode(&header, &claims, &key).unwrap()
+}
+
+#[test]
+fn oauthbearer_tokens_are_checked_with_the_issuers_jwks() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("sasl_jwks").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    new_principal(&admin_addr, "acme", "alice", TOPICS_AND_GROUPS);
+    let jwks = serve_jwks();
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .args([
+                "--listeners",
+                "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+                "--listener-security-protocol-map",
+                "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+                "--heartbeat-interval-secs",
+                "1",
+                "--sasl-oauthbearer-jwks-endpoint-url",
+                &jwks,
+            ])
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
+    admin(
+        &admin_addr,
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"orders","partitions_count":1}"#,
+    );
+
+    // A token signed by a key of the issuer's set, which no flag names, is taken.
+    let token = rsa_token("rsa-jwk", "alice", 600);
+    let oauth = wait_for(|| {
+        try_sasl_script(&python, &sasl, &[], &["oauth", "orders", &token])
+            .filter(|answer| answer["confluent"] == 3)
+    });
+    assert_eq!(oauth["confluent"], 3, "{oauth}");
+    // The same key under a kid the set does not list, and an expired token, are refused.
+    for refused in [
+        rsa_token("not-in-the-set", "alice", 600),
+        rsa_token("rsa-jwk", "alice", -600),
+    ] {
+        let answer = sasl_script(&python, &sasl, &["oauth-refused", &refused]);
+        assert_eq!(answer["error"], "authentication", "{answer}");
+    }
+
+    broker.stop();
+    cp.stop();
+}

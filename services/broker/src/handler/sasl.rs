@@ -164,7 +164,7 @@ impl Api for SaslAuthenticate {
             };
         }
         let authenticated = if mechanism == OAUTHBEARER {
-            authenticate_token(call.broker, &request.auth_bytes)
+            authenticate_token(call.broker, &request.auth_bytes).await
         } else {
             match parse_plain(&request.auth_bytes) {
                 Ok(credentials) => call.broker.authenticate(&credentials).await,
@@ -245,7 +245,7 @@ async fn scram_first(
 
 /// An OAUTHBEARER client message checked as the gateway checks tokens, for this broker's
 /// tenant.
-fn authenticate_token(
+async fn authenticate_token(
     broker: &Broker,
     message: &[u8],
 ) -> Result<crate::sasl::Authenticated, SaslError> {
@@ -261,5 +261,5 @@ fn authenticate_token(
         .as_ref()
         .map(|link| link.identity().tenant.as_str())
         .ok_or_else(|| SaslError::BadToken("this broker serves no tenant".to_owned()))?;
-    crate::sasl::authenticate_token(oauth, tenant, token)
+    crate::sasl::authenticate_token(oauth, tenant, token).await
 }
