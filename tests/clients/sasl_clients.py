@@ -23,6 +23,13 @@ SASL_SSL listener; without it the listener is SASL_PLAINTEXT.
           {"described": [[MECHANISM, iterations], ...], "error": null} (MECHANISM as
           confluent-kafka names it: SCRAM_SHA_256, SCRAM_SHA_512), or {"error": NAME} if
           either is refused.
+  reauth TOPIC SECRET_FILE SECONDS LIFETIME: confluent-kafka with SASL/OAUTHBEARER, its
+          tokens minted here (HS256 with the secret in SECRET_FILE, sub "alice", tenant
+          "acme") to expire LIFETIME seconds after they are made, produces a record every
+          half second for SECONDS; prints {"sent": n, "delivered": n, "tokens": n,
+          "errors": [...]}, the errors librdkafka reported (none when it re-authenticated
+          in place before each token expired, KIP-368; a connection the broker closed for
+          want of it shows as the broker being down).
 Prints JSON; exits non-zero on any unexpected failure.
 """
 import json
@@ -159,6 +166,53 @@ def oauth(token):
     return config
 
 
+def hs256_token(secret, lifetime):
+    import base64
+    import hashlib
+    import hmac
+
+    def part(value):
+        raw = json.dumps(value, separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).rstrip(b"=")
+    now = time.time()
+    claims = {"sub": "alice", "tenant": "acme", "exp": int(now + lifetime), "iat": int(now)}
+    signing_input = part({"alg": "HS256", "typ": "JWT"}) + b"." + part(claims)
+    signature = hmac.new(secret, signing_input, hashlib.sha256).digest()
+    return (signing_input + b"." + base64.urlsafe_b64encode(signature).rstrip(b"=")).decode()
+
+
+def reauth(topic, secret_file, seconds, lifetime):
+    with open(secret_file, "rb") as f:
+        secret = f.read().strip()
+    minted = []
+
+    def oauth_cb(_config):
+        token = hs256_token(secret, lifetime)
+        minted.append(token)
+        return token, time.time() + lifetime
+
+    errors = []
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "security.protocol": PROTOCOL,
+                         "sasl.mechanism": "OAUTHBEARER", "oauth_cb": oauth_cb,
+                         "acks": "all", "error_cb": lambda e: errors.append(e)})
+    outcomes = []
+    sent = 0
+    ends = time.time() + seconds
+    while time.time() < ends:
+        producer.produce(topic, value=f"reauth-{sent}".encode(), partition=0,
+                         on_delivery=lambda err, msg: outcomes.append(err))
+        sent += 1
+        producer.poll(0)
+        time.sleep(0.5)
+    assert producer.flush(30) == 0, "records left undelivered"
+    producer.poll(1)
+    failed = [str(e) for e in outcomes if e is not None]
+    if failed:
+        print(json.dumps(failed[:5]), file=sys.stderr)
+    return {"sent": sent, "delivered": outcomes.count(None), "tokens": len(minted),
+            "errors": [str(e) for e in errors]}
+
+
 if PHASE == "oauth":
     topic, token = ARGS
     producer = Producer({**oauth(token), "acks": "all"})
@@ -188,6 +242,9 @@ elif PHASE == "roundtrip":
 elif PHASE == "refused":
     key, secret = ARGS
     print(json.dumps({"error": metadata_error(sasl(key, secret))}))
+elif PHASE == "reauth":
+    topic, secret_file, seconds, lifetime = ARGS
+    print(json.dumps(reauth(topic, secret_file, float(seconds), float(lifetime))))
 elif PHASE == "scram-admin":
     key, secret, user, password = ARGS
     print(json.dumps(scram_admin(key, secret, user, password)))

@@ -899,3 +899,67 @@ fn oauthbearer_tokens_are_checked_with_the_issuers_jwks() {
     broker.stop();
     cp.stop();
 }
+
+/// KIP-368: a token's session ends with the token; librdkafka fetches new tokens and
+/// re-authenticates on the same connection before then, and writes go on without a break.
+#[test]
+fn librdkafka_re_authenticates_before_its_token_expires() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("sasl_reauth").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    new_principal(&admin_addr, "acme", "alice", TOPICS_AND_GROUPS);
+    let secrets = tempfile::tempdir().unwrap();
+    let secret_file = secrets.path().join("hs256");
+    std::fs::write(&secret_file, "a-test-signing-secret-of-32-bytes!").unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .args([
+                "--listeners",
+                "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+                "--listener-security-protocol-map",
+                "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+                "--heartbeat-interval-secs",
+                "1",
+            ])
+            .arg("--sasl-oauthbearer-jwt-hs256-secret-file")
+            .arg(&secret_file)
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
+    admin(
+        &admin_addr,
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"orders","partitions_count":1}"#,
+    );
+    let secret = secret_file.to_str().unwrap();
+    // Tokens of 6 s over 20 s of writes: three sessions at least, on one connection.
+    let answer = wait_for(|| {
+        try_sasl_script(
+            &python,
+            &sasl,
+            &[],
+            &["reauth", "orders", secret, "20", "6"],
+        )
+    });
+    eprintln!("re-authentication: {answer}");
+    assert!(answer["sent"].as_u64().unwrap() >= 30, "{answer}");
+    assert_eq!(answer["delivered"], answer["sent"], "{answer}");
+    assert!(answer["tokens"].as_u64().unwrap() >= 3, "{answer}");
+    // Without re-authentication the broker closes the connection as each token expires,
+    // which librdkafka reports as the broker going down.
+    assert_eq!(answer["errors"], serde_json::json!([]), "{answer}");
+
+    broker.stop();
+    cp.stop();
+}
