@@ -1,5 +1,6 @@
 """Kafka clients authenticating with SASL: PLAIN (an API key id and secret), SCRAM-SHA-256 or
-SCRAM-SHA-512 (a principal's name and password), or OAUTHBEARER.
+SCRAM-SHA-512 (a principal's name and password), or OAUTHBEARER; or with a client
+certificate on an SSL listener.
 
 Usage: sasl_clients.py BOOTSTRAP PHASE ARGS...
 KEY and SECRET are the user name and password of the mechanism SKEIN_TEST_MECHANISM names
@@ -30,6 +31,10 @@ SASL_SSL listener; without it the listener is SASL_PLAINTEXT.
           "errors": [...]}, the errors librdkafka reported (none when it re-authenticated
           in place before each token expired, KIP-368; a connection the broker closed for
           want of it shows as the broker being down).
+  mtls TOPIC CERT KEY: confluent-kafka over SSL (SKEIN_TEST_CA the server's authority)
+          with the client certificate CERT and its key KEY (or none, when CERT is "-")
+          produces 3 records and reads them back; prints {"confluent": n}, or
+          {"error": NAME} with the error that stopped it.
 Prints JSON; exits non-zero on any unexpected failure.
 """
 import json
@@ -213,6 +218,39 @@ def reauth(topic, secret_file, seconds, lifetime):
             "errors": [str(e) for e in errors]}
 
 
+def mtls(topic, cert, key):
+    config = {"bootstrap.servers": BOOTSTRAP, "security.protocol": "SSL",
+              "ssl.ca.location": CA, "socket.timeout.ms": 10000}
+    if cert != "-":
+        config.update({"ssl.certificate.location": cert, "ssl.key.location": key})
+    errors = []
+    producer = Producer({**config, "acks": "all", "message.timeout.ms": 15000,
+                         "error_cb": lambda e: errors.append(e)})
+    delivered = []
+    for i in range(3):
+        producer.produce(topic, value=f"mtls-{i}".encode(), partition=0,
+                         on_delivery=lambda err, msg: delivered.append(err))
+    producer.flush(30)
+    failed = [e for e in delivered if e is not None]
+    if failed or len(delivered) < 3:
+        print(json.dumps([str(e) for e in failed + errors]), file=sys.stderr)
+        reported = failed + errors
+        return {"error": refusal(reported[0]) if reported else "none"}
+    consumer = Consumer({**config, "group.id": "mtls", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = 0
+    deadline = time.time() + 30
+    while seen < 3 and time.time() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            raise KafkaException(msg.error())
+        seen += msg.value().startswith(b"mtls-")
+    consumer.close()
+    return {"confluent": seen}
+
+
 if PHASE == "oauth":
     topic, token = ARGS
     producer = Producer({**oauth(token), "acks": "all"})
@@ -245,6 +283,8 @@ elif PHASE == "refused":
 elif PHASE == "reauth":
     topic, secret_file, seconds, lifetime = ARGS
     print(json.dumps(reauth(topic, secret_file, float(seconds), float(lifetime))))
+elif PHASE == "mtls":
+    print(json.dumps(mtls(*ARGS)))
 elif PHASE == "scram-admin":
     key, secret, user, password = ARGS
     print(json.dumps(scram_admin(key, secret, user, password)))

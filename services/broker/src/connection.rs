@@ -25,6 +25,8 @@ pub(crate) enum ConnectionError {
     Frame(#[source] std::io::Error),
     #[error("TLS handshake failed: {0}")]
     Tls(#[source] std::io::Error),
+    #[error("client certificate refused: {0}")]
+    Certificate(#[source] crate::ssl_principal::SslPrincipalError),
     #[error("no TLS handshake within {:?}", crate::tls::HANDSHAKE_WITHIN)]
     TlsTimeout,
     #[error("no request for {idle_ms} ms (connections.max.idle.ms)")]
@@ -75,11 +77,17 @@ pub(crate) async fn run<S>(
     peer: String,
     broker: Arc<Broker>,
     listener: Arc<ListenerInfo>,
+    certificate: Option<crate::sasl::Authenticated>,
 ) -> Result<(), ConnectionError>
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let session = Session::new(listener, peer);
+    if let Some(who) = certificate {
+        tracing::debug!(peer = %session.peer, principal = %who.principal,
+            "authenticated by client certificate");
+        session.set_state(SaslState::Authenticated(who));
+    }
     let (read, write) = tokio::io::split(stream);
     let mut requests = FramedRead::new(read, FrameCodec::new(broker.config.max_request_bytes));
     let idle_ms = broker.config.connections_max_idle_ms;
@@ -182,10 +190,12 @@ async fn raw_token(
 /// and the SASL APIs come before authentication, and a connection whose API key has left
 /// force is closed at its next request.
 fn admit(api_key: i16, broker: &Broker, session: &Session) -> Result<(), ConnectionError> {
-    if !session.listener.protocol.requires_sasl() {
+    let state = session.state();
+    // A client certificate's session on an SSL listener ends when the certificate expires.
+    if !session.listener.protocol.requires_sasl() && !matches!(state, SaslState::Authenticated(_)) {
         return Ok(());
     }
-    match session.state() {
+    match state {
         SaslState::Authenticated(who) => {
             if who.still_valid(&broker.keys) {
                 Ok(())

@@ -45,7 +45,7 @@ pub(crate) async fn serve(
                     connections.spawn(async move {
                         let client = format!("/{}", address.ip());
                         let served = match info.tls.as_ref().map(|tls| tls.acceptor()) {
-                            None => connection::run(stream, client, broker, info).await,
+                            None => connection::run(stream, client, broker, info, None).await,
                             Some(acceptor) => {
                                 match tokio::time::timeout(
                                     crate::tls::HANDSHAKE_WITHIN,
@@ -53,9 +53,13 @@ pub(crate) async fn serve(
                                 )
                                 .await
                                 {
-                                    Ok(Ok(stream)) => {
-                                        connection::run(stream, client, broker, info).await
-                                    }
+                                    Ok(Ok(stream)) => match certificate_session(&info, &stream) {
+                                        Ok(who) => {
+                                            connection::run(stream, client, broker, info, who)
+                                                .await
+                                        }
+                                        Err(e) => Err(ConnectionError::Certificate(e)),
+                                    },
                                     Ok(Err(e)) => Err(ConnectionError::Tls(e)),
                                     Err(_) => Err(ConnectionError::TlsTimeout),
                                 }
@@ -74,4 +78,28 @@ pub(crate) async fn serve(
     }
     connections.abort_all();
     while connections.join_next().await.is_some() {}
+}
+
+/// The session of a client that presented a certificate on an SSL listener with client
+/// authentication: its mapped principal. `None` elsewhere, and for a client without one
+/// where certificates are only requested; on SASL_SSL, SASL decides who the client is.
+fn certificate_session<S>(
+    info: &ListenerInfo,
+    stream: &tokio_rustls::server::TlsStream<S>,
+) -> Result<Option<crate::sasl::Authenticated>, crate::ssl_principal::SslPrincipalError> {
+    let Some(auth) = info.tls.as_ref().and_then(|tls| tls.client_auth()) else {
+        return Ok(None);
+    };
+    if info.protocol != crate::listeners::SecurityProtocol::Ssl {
+        return Ok(None);
+    }
+    match stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+    {
+        Some(leaf) => crate::ssl_principal::authenticate(&auth.mapper, leaf).map(Some),
+        None => Ok(None),
+    }
 }

@@ -1,7 +1,10 @@
 //! TLS on the Kafka listeners (SSL and SASL_SSL): the certificate chain and private key come
 //! from PEM files and are read again when either file changes, so a renewed certificate
 //! (cert-manager rotating a Secret) applies to new connections without a restart. A renewal
-//! that does not load is logged and the last good certificate stays in use.
+//! that does not load is logged and the last good certificate stays in use. With client
+//! authentication (Kafka's `ssl.client.auth`), clients present certificates signed by an
+//! authority of the trust store, and an SSL listener takes the principal their subject maps
+//! to (`ssl_principal.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,16 +34,32 @@ pub enum TlsError {
     NoCertificate(PathBuf),
     #[error("the certificate and key do not make a TLS configuration: {0}")]
     Config(#[from] rustls::Error),
+    #[error("the trust store does not make a client certificate verifier: {0}")]
+    Verifier(String),
 }
 
-/// The modification times of the two files, when they could be read.
-type Stamps = (Option<SystemTime>, Option<SystemTime>);
+/// Whether and how clients present certificates (Kafka's `ssl.client.auth`).
+#[derive(Debug, Clone)]
+pub struct ClientAuth {
+    /// PEM file with the authorities client certificates must be signed by.
+    pub truststore: PathBuf,
+    /// `required`: a client without a certificate fails the handshake; otherwise
+    /// (`requested`) it is served as on a listener without client authentication.
+    pub required: bool,
+    /// `ssl.principal.mapping.rules`.
+    pub mapper: crate::ssl_principal::PrincipalMapper,
+}
+
+/// The modification times of the certificate, the key and the trust store, when they could
+/// be read.
+type Stamps = [Option<SystemTime>; 3];
 
 /// A listener's certificate and key, and the TLS configuration made from them.
 #[derive(Debug)]
 pub struct TlsFiles {
     certificate: PathBuf,
     key: PathBuf,
+    client_auth: Option<ClientAuth>,
     loaded: Mutex<Loaded>,
 }
 
@@ -64,12 +83,22 @@ impl TlsFiles {
         certificate: impl Into<PathBuf>,
         key: impl Into<PathBuf>,
     ) -> Result<Self, TlsError> {
+        Self::open_with(certificate, key, None)
+    }
+
+    /// Like [`TlsFiles::open`], with clients' certificates checked as `client_auth` says.
+    pub fn open_with(
+        certificate: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+        client_auth: Option<ClientAuth>,
+    ) -> Result<Self, TlsError> {
         let (certificate, key) = (certificate.into(), key.into());
-        let stamps = stamps(&certificate, &key);
-        let acceptor = TlsAcceptor::from(Arc::new(load(&certificate, &key)?));
+        let stamps = stamps(&certificate, &key, client_auth.as_ref());
+        let acceptor = TlsAcceptor::from(Arc::new(load(&certificate, &key, client_auth.as_ref())?));
         Ok(Self {
             certificate,
             key,
+            client_auth,
             loaded: Mutex::new(Loaded {
                 stamps,
                 checked: Instant::now(),
@@ -83,10 +112,10 @@ impl TlsFiles {
         let mut loaded = self.loaded.lock();
         if loaded.checked.elapsed() >= CHECK_EVERY {
             loaded.checked = Instant::now();
-            let now = stamps(&self.certificate, &self.key);
+            let now = stamps(&self.certificate, &self.key, self.client_auth.as_ref());
             if now != loaded.stamps {
                 loaded.stamps = now;
-                match load(&self.certificate, &self.key) {
+                match load(&self.certificate, &self.key, self.client_auth.as_ref()) {
                     Ok(config) => {
                         tracing::info!(certificate = %self.certificate.display(),
                             "loaded the renewed TLS certificate");
@@ -99,11 +128,20 @@ impl TlsFiles {
         }
         loaded.acceptor.clone()
     }
+
+    /// How clients' certificates are checked, if they are.
+    pub(crate) fn client_auth(&self) -> Option<&ClientAuth> {
+        self.client_auth.as_ref()
+    }
 }
 
-fn stamps(certificate: &Path, key: &Path) -> Stamps {
+fn stamps(certificate: &Path, key: &Path, client_auth: Option<&ClientAuth>) -> Stamps {
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    (modified(certificate), modified(key))
+    [
+        modified(certificate),
+        modified(key),
+        client_auth.and_then(|auth| modified(&auth.truststore)),
+    ]
 }
 
 /// A PEM error about `path`.
@@ -114,7 +152,11 @@ fn pem(path: &Path) -> impl Fn(rustls_pki_types::pem::Error) -> TlsError + '_ {
     }
 }
 
-fn load(certificate: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
+fn load(
+    certificate: &Path,
+    key: &Path,
+    client_auth: Option<&ClientAuth>,
+) -> Result<ServerConfig, TlsError> {
     let chain = CertificateDer::pem_file_iter(certificate)
         .map_err(pem(certificate))?
         .collect::<Result<Vec<_>, _>>()
@@ -124,10 +166,37 @@ fn load(certificate: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
     }
     let key = PrivateKeyDer::from_pem_file(key).map_err(pem(key))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)?)
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_auth {
+        None => builder.with_no_client_auth(),
+        Some(auth) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for authority in
+                CertificateDer::pem_file_iter(&auth.truststore).map_err(pem(&auth.truststore))?
+            {
+                roots.add(authority.map_err(pem(&auth.truststore))?)?;
+            }
+            if roots.is_empty() {
+                return Err(TlsError::NoCertificate(auth.truststore.clone()));
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            );
+            let verifier = if auth.required {
+                verifier
+            } else {
+                verifier.allow_unauthenticated()
+            };
+            builder.with_client_cert_verifier(
+                verifier
+                    .build()
+                    .map_err(|e| TlsError::Verifier(e.to_string()))?,
+            )
+        }
+    };
+    Ok(builder.with_single_cert(chain, key)?)
 }
 
 #[cfg(test)]

@@ -54,6 +54,22 @@ pub(crate) struct ListenerArgs {
         requires = "ssl_certificate_location"
     )]
     pub(crate) ssl_key_location: Option<PathBuf>,
+    /// Whether clients of SSL listeners present certificates (Kafka's `ssl.client.auth`):
+    /// none, requested or required; a certificate's subject names the client's principal
+    #[arg(long, env = "SKEIN_SSL_CLIENT_AUTH", default_value = "none")]
+    pub(crate) ssl_client_auth: ClientAuthMode,
+    /// PEM file with the authorities client certificates must be signed by (Kafka's
+    /// `ssl.truststore.location`, PEM); read again when it changes
+    #[arg(long, env = "SKEIN_SSL_TRUSTSTORE_LOCATION")]
+    pub(crate) ssl_truststore_location: Option<PathBuf>,
+    /// How a client certificate's subject becomes a principal name (Kafka's
+    /// `ssl.principal.mapping.rules`: `RULE:pattern/replacement/[L|U]` entries and DEFAULT)
+    #[arg(
+        long,
+        env = "SKEIN_SSL_PRINCIPAL_MAPPING_RULES",
+        default_value = "DEFAULT"
+    )]
+    pub(crate) ssl_principal_mapping_rules: String,
     /// SASL/OAUTHBEARER: an issuer's public key tokens are checked with, ALG:PATH or
     /// ALG:PATH:KID, ALG one of RS256, ES256, EdDSA (repeatable; the gateway's keys)
     #[arg(
@@ -146,9 +162,24 @@ impl ListenerArgs {
                 "--listeners needs a PLAINTEXT listener: brokers replicate over it (and \
                  register its address with the controller)",
             )?;
+        let client_auth = match self.ssl_client_auth {
+            ClientAuthMode::None => None,
+            mode => Some(skein_broker::tls::ClientAuth {
+                truststore: self.ssl_truststore_location.clone().context(
+                    "--ssl-client-auth needs --ssl-truststore-location, the authorities client \
+                     certificates are signed by",
+                )?,
+                required: mode == ClientAuthMode::Required,
+                mapper: self
+                    .ssl_principal_mapping_rules
+                    .parse()
+                    .context("--ssl-principal-mapping-rules")?,
+            }),
+        };
         let tls = match (&self.ssl_certificate_location, &self.ssl_key_location) {
             (Some(certificate), Some(key)) => Some(Arc::new(
-                TlsFiles::open(certificate, key).context("the TLS certificate does not load")?,
+                TlsFiles::open_with(certificate, key, client_auth)
+                    .context("the TLS certificate does not load")?,
             )),
             _ => None,
         };
@@ -237,4 +268,12 @@ pub(crate) async fn until_signal(
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
     }
+}
+
+/// Kafka's `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ClientAuthMode {
+    None,
+    Requested,
+    Required,
 }

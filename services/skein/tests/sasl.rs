@@ -963,3 +963,168 @@ fn librdkafka_re_authenticates_before_its_token_expires() {
     broker.stop();
     cp.stop();
 }
+
+/// A client certificate for `subject` signed by the authority `<authority>-ca.pem` in `dir`
+/// (made by [`certificates`]), as `<name>.pem` and `<name>.key`.
+fn client_certificate(dir: &std::path::Path, authority: &str, name: &str, subject: &str) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (cert, key, csr) = (
+        format!("{name}.pem"),
+        format!("{name}.key"),
+        format!("{name}.csr"),
+    );
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &csr,
+        "-subj",
+        subject,
+    ]);
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &format!("{authority}-ca.pem"),
+        "-CAkey",
+        &format!("{authority}-ca.key"),
+        "-CAcreateserial",
+        "-out",
+        &cert,
+        "-days",
+        "2",
+        "-extfile",
+        "client.ext",
+    ]);
+}
+
+/// An SSL listener that requires client certificates names each client's principal by
+/// its certificate's subject, through Kafka's ssl.principal.mapping.rules, and authorizes
+/// it with the tenant's ACLs.
+#[test]
+fn client_certificates_name_principals_on_ssl_listeners() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("mtls").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    new_principal(&admin_addr, "acme", "alice", TOPICS_AND_GROUPS);
+    let certs = tempfile::tempdir().unwrap();
+    certificates(certs.path(), "server");
+    // The clients' authority is another than the server's.
+    certificates(certs.path(), "clients");
+    client_certificate(
+        certs.path(),
+        "clients",
+        "alice",
+        "/C=US/O=Acme/OU=payments/CN=Alice",
+    );
+    client_certificate(
+        certs.path(),
+        "clients",
+        "mallory",
+        "/C=US/O=Acme/OU=payments/CN=mallory",
+    );
+    // Signed by the server's authority, which clients' certificates may not be.
+    client_certificate(
+        certs.path(),
+        "server",
+        "forged",
+        "/C=US/O=Acme/OU=payments/CN=alice",
+    );
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .args([
+                "--listeners",
+                "INTERNAL://127.0.0.1:0,TLS://127.0.0.1:0",
+                "--listener-security-protocol-map",
+                "INTERNAL:PLAINTEXT,TLS:SSL",
+                "--heartbeat-interval-secs",
+                "1",
+                "--ssl-client-auth",
+                "required",
+                "--ssl-principal-mapping-rules",
+                "RULE:^CN=([^,]*),OU=payments,.*$/$1/L,DEFAULT",
+            ])
+            .arg("--ssl-truststore-location")
+            .arg(certs.path().join("clients-ca.pem"))
+            .arg("--ssl-certificate-location")
+            .arg(certs.path().join("server.pem"))
+            .arg("--ssl-key-location")
+            .arg(certs.path().join("server.key"))
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let tls = field(&broker.first_line, "(SSL) on ");
+    admin(
+        &admin_addr,
+        "POST",
+        "/v1/tenants/acme/topics",
+        r#"{"topic_name":"orders","partitions_count":1}"#,
+    );
+    let server_ca = certs.path().join("server-ca.pem");
+    let with_ca = [("SKEIN_TEST_CA", server_ca.to_str().unwrap())];
+    let client = |name: &str| {
+        let (cert, key) = if name == "-" {
+            ("-".to_owned(), "-".to_owned())
+        } else {
+            (
+                certs
+                    .path()
+                    .join(format!("{name}.pem"))
+                    .display()
+                    .to_string(),
+                certs
+                    .path()
+                    .join(format!("{name}.key"))
+                    .display()
+                    .to_string(),
+            )
+        };
+        try_sasl_script(&python, &tls, &with_ca, &["mtls", "orders", &cert, &key])
+    };
+    // CN=Alice,OU=payments,... maps to alice, whose ACLs allow her topics and groups.
+    let alice = wait_for(|| client("alice").filter(|answer| answer["confluent"] == 3));
+    assert_eq!(alice["confluent"], 3, "{alice}");
+    // mallory authenticates, and is held to his (absent) ACLs.
+    let mallory = client("mallory").unwrap();
+    assert_eq!(mallory["error"], "TOPIC_AUTHORIZATION_FAILED", "{mallory}");
+    // Without a certificate, or with one from another authority, the handshake fails.
+    for refused in ["-", "forged"] {
+        let answer = client(refused).unwrap();
+        assert!(
+            answer["confluent"].is_null() && answer["error"] != "none",
+            "{refused}: {answer}"
+        );
+    }
+
+    broker.stop();
+    cp.stop();
+}
