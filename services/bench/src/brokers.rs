@@ -95,13 +95,57 @@ impl ChildBroker {
     /// (`--brokers 3` for a cluster).
     pub fn skein_with(binary: &Path, dir: &Path, extra: &[&str]) -> anyhow::Result<Self> {
         let port = free_port()?;
+        let listen = format!("127.0.0.1:{port}");
+        Self::skein_on(
+            binary,
+            dir,
+            port,
+            &[&["--kafka-listen", &listen], extra].concat(),
+        )
+    }
+
+    /// `skein dev` with a SASL_SSL listener beside its PLAINTEXT one, its certificate made
+    /// with `openssl` in `dir/tls`; answers the broker and the SASL_SSL listener's bootstrap
+    /// (SASL/PLAIN with the API key `skein dev` keeps in its data directory).
+    pub fn skein_secured(binary: &Path, dir: &Path) -> anyhow::Result<(Self, String)> {
+        let tls = dir.join("tls");
+        std::fs::create_dir_all(&tls)?;
+        let (ca, certificate, key) = self_signed_for_localhost(&tls)?;
+        let (port, tls_port) = (free_port()?, free_port()?);
+        let listeners = format!("PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{tls_port}");
+        let (certificate, key) = (certificate.display().to_string(), key.display().to_string());
+        let broker = Self::skein_on(
+            binary,
+            &dir.join("data"),
+            port,
+            &[
+                "--listeners",
+                &listeners,
+                "--ssl-certificate-location",
+                &certificate,
+                "--ssl-key-location",
+                &key,
+            ],
+        )?;
+        let kept = std::fs::read_to_string(dir.join("data").join("dev-api-key"))
+            .context("skein dev's API key")?;
+        let (id, secret) = kept
+            .trim()
+            .split_once(':')
+            .context("skein dev's API key is not id:secret")?;
+        let bootstrap =
+            crate::workload::secured_bootstrap(&format!("127.0.0.1:{tls_port}"), &ca, id, secret);
+        Ok((broker, bootstrap))
+    }
+
+    /// `skein dev` serving its PLAINTEXT listener on `port`, with `extra` arguments.
+    fn skein_on(binary: &Path, dir: &Path, port: u16, extra: &[&str]) -> anyhow::Result<Self> {
         let mut command = Command::new(binary);
         command
             .arg("dev")
             .args(extra)
             .arg("--data-dir")
             .arg(dir)
-            .args(["--kafka-listen", &format!("127.0.0.1:{port}")])
             .args([
                 "--admin-listen",
                 "127.0.0.1:0",
@@ -197,6 +241,85 @@ impl Drop for ChildBroker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// An authority and a certificate for 127.0.0.1 it signed, made with `openssl` in `dir`:
+/// (authority, certificate, key), PEM files.
+fn self_signed_for_localhost(
+    dir: &Path,
+) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf)> {
+    let run = |args: &[&str]| -> anyhow::Result<()> {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .context("running openssl, which makes the SASL_SSL listener's certificate")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "openssl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    run(&[
+        &["req", "-x509"][..],
+        &ec,
+        &[
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=skein-bench-ca",
+        ],
+    ]
+    .concat())?;
+    run(&[
+        &["req"][..],
+        &ec,
+        &[
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    ]
+    .concat())?;
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n")?;
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    ])?;
+    Ok((
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    ))
 }
 
 fn free_port() -> anyhow::Result<u16> {

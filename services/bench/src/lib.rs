@@ -24,7 +24,7 @@ use clap::Args;
 
 pub use brokers::{BrokerUnderTest, ChildBroker, SkeinBroker};
 pub use cluster::{measure_cluster, run_cluster, ClusterArgs, ClusterReport};
-pub use report::{GatewayRow, Report, GRPC_PRODUCE_TARGET};
+pub use report::{GatewayRow, Report, SecuredRow, GRPC_PRODUCE_TARGET, SASL_SSL_TARGET};
 pub use workload::{
     GatewayAccess, GatewayApi, GatewayRun, GatewaySpec, GroupSpec, LatencySpec, ProduceSpec,
 };
@@ -55,7 +55,7 @@ pub struct BrokerArgs {
     #[arg(long, default_value_t = 300_000)]
     pub gateway_records: u64,
     /// Run only the workloads whose label contains this text (`x16p`, `100 B`, `acks=all`,
-    /// `latency`, `group`, `gateway`, `REST`, `gRPC`, `gRPC produce`)
+    /// `latency`, `group`, `gateway`, `REST`, `gRPC`, `gRPC produce`, `SASL_SSL`)
     #[arg(long)]
     pub only: Option<String>,
     /// Skein's data directory (default: a new temporary directory, removed afterwards)
@@ -100,16 +100,19 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
         let beside = std::env::current_exe().ok()?.with_file_name("skein");
         beside.is_file().then_some(beside)
     });
-    let skein: Box<dyn BrokerUnderTest> = match skein_binary {
+    let skein: Box<dyn BrokerUnderTest> = match &skein_binary {
         Some(binary) => {
             eprintln!("skein: {}", binary.display());
-            Box::new(ChildBroker::skein(&binary, dir.path())?)
+            Box::new(ChildBroker::skein(binary, dir.path())?)
         }
         None => {
             eprintln!("skein: served from this process (no skein binary beside this one)");
             Box::new(SkeinBroker::start(dir.path())?)
         }
     };
+    if let (Some(binary), true) = (&skein_binary, args.selects("SASL_SSL")) {
+        measure_secured(&mut report, binary, dir.path(), bytes)?;
+    }
     let mut brokers = vec![skein];
     if let Some(tansu) = &args.tansu {
         brokers.push(Box::new(ChildBroker::tansu(tansu)?));
@@ -164,6 +167,47 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
         }
     }
     Ok(report)
+}
+
+/// 1 KiB records produced (acks=all) and consumed through a `skein dev`'s PLAINTEXT and
+/// SASL_SSL listeners in turn, each to a topic of its own.
+fn measure_secured(
+    report: &mut Report,
+    binary: &std::path::Path,
+    dir: &std::path::Path,
+    bytes: u64,
+) -> anyhow::Result<()> {
+    let dir = dir.join("secured");
+    let (broker, secured) = ChildBroker::skein_secured(binary, &dir)?;
+    let plain = broker.bootstrap();
+    let spec = ProduceSpec {
+        acks: -1,
+        record_bytes: 1024,
+        partitions: 4,
+        records: bytes / 1024,
+        replication: 1,
+    };
+    let mut runs = Vec::new();
+    for (label, bootstrap) in [("PLAINTEXT", &plain), ("SASL_SSL", &secured)] {
+        let topic = format!(
+            "bench-{}-{}",
+            label.to_lowercase().replace('_', "-"),
+            spec.records
+        );
+        eprintln!("skein: produce {spec} over {label}");
+        let produced = workload::produce(bootstrap, &topic, &spec)?;
+        eprintln!("skein: consume {spec} over {label}");
+        let consumed = workload::consume(bootstrap, &topic, spec.partitions, spec.records)?;
+        runs.push((produced, consumed));
+    }
+    report.secured(SecuredRow {
+        spec,
+        plain_produce: runs[0].0,
+        secured_produce: runs[1].0,
+        plain_consume: runs[0].1,
+        secured_consume: runs[1].1,
+    });
+    Ok(())
 }
 
 /// The gateway workloads `args` selects for one record size, each beside librdkafka moving

@@ -10,6 +10,19 @@ use crate::workload::{
 /// The ratio of gateway to native gRPC streaming produce throughput aimed for.
 pub const GRPC_PRODUCE_TARGET: f64 = 0.5;
 
+/// The ratio of SASL_SSL to PLAINTEXT throughput aimed for, at 1 KiB records.
+pub const SASL_SSL_TARGET: f64 = 0.7;
+
+/// One workload through the same broker's PLAINTEXT and SASL_SSL listeners.
+#[derive(Debug, Clone, Copy)]
+pub struct SecuredRow {
+    pub spec: ProduceSpec,
+    pub plain_produce: Throughput,
+    pub secured_produce: Throughput,
+    pub plain_consume: Throughput,
+    pub secured_consume: Throughput,
+}
+
 /// One gateway run beside librdkafka moving the same records.
 #[derive(Debug, Clone, Copy)]
 pub struct GatewayRow {
@@ -42,6 +55,7 @@ pub struct Report {
     pub latencies: Vec<(&'static str, Latency)>,
     pub groups: Vec<(&'static str, GroupSpec, Vec<Duration>)>,
     pub gateway: Vec<GatewayRow>,
+    pub secured: Vec<SecuredRow>,
 }
 
 impl Report {
@@ -54,7 +68,12 @@ impl Report {
             latencies: Vec::new(),
             groups: Vec::new(),
             gateway: Vec::new(),
+            secured: Vec::new(),
         }
+    }
+
+    pub(crate) fn secured(&mut self, row: SecuredRow) {
+        self.secured.push(row);
     }
 
     pub(crate) fn gateway(&mut self, row: GatewayRow) {
@@ -260,6 +279,32 @@ impl fmt::Display for Report {
             )?;
         }
         writeln!(f)?;
+        for row in &self.secured {
+            let cells = |plain: &Throughput, secured: &Throughput| {
+                format!(
+                    "PLAINTEXT {:.1} MiB/s, SASL_SSL {:.1} MiB/s, SASL_SSL/PLAINTEXT {:.2}",
+                    plain.mib_per_sec(),
+                    secured.mib_per_sec(),
+                    secured.mib_per_sec() / plain.mib_per_sec()
+                )
+            };
+            writeln!(
+                f,
+                "SASL_SSL (TLS 1.3, SASL/PLAIN) beside PLAINTEXT, same broker, {} (target >= {SASL_SSL_TARGET})",
+                row.spec
+            )?;
+            writeln!(
+                f,
+                "  produce  {}",
+                cells(&row.plain_produce, &row.secured_produce)
+            )?;
+            writeln!(
+                f,
+                "  consume  {}",
+                cells(&row.plain_consume, &row.secured_consume)
+            )?;
+            writeln!(f)?;
+        }
         self.fmt_gateway(f)?;
         for (broker, l) in &self.latencies {
             writeln!(

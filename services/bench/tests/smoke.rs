@@ -73,6 +73,39 @@ fn skein_binary() -> PathBuf {
     binary
 }
 
+/// The SASL_SSL run's listener moves every record produced and consumed over TLS with an
+/// API key, and refuses a client that brings no credentials.
+#[test]
+fn the_sasl_ssl_workload_moves_every_record_through_skein_dev() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_broker, secured) = ChildBroker::skein_secured(&skein_binary(), dir.path()).unwrap();
+    assert!(secured.contains("security.protocol=SASL_SSL"), "{secured}");
+    let spec = ProduceSpec {
+        acks: -1,
+        record_bytes: 1024,
+        partitions: 4,
+        records: 512,
+        replication: 1,
+    };
+    let produced = workload::produce(&secured, "secured", &spec).unwrap();
+    assert_eq!(produced.records, spec.records);
+    let consumed = workload::consume(&secured, "secured", spec.partitions, spec.records).unwrap();
+    assert_eq!(consumed.records, spec.records);
+    assert_eq!(consumed.bytes, produced.bytes);
+    // The same listener without the API key gets nowhere.
+    let (address, settings) = secured.split_once('?').unwrap();
+    let anonymous = format!(
+        "{address}?{}",
+        settings
+            .split('&')
+            .filter(|s| !s.starts_with("sasl.password"))
+            .chain(["sasl.password=wrong", "socket.timeout.ms=5000"])
+            .collect::<Vec<_>>()
+            .join("&")
+    );
+    assert!(workload::produce(&anonymous, "refused", &spec).is_err());
+}
+
 #[test]
 fn the_gateway_workloads_move_every_record_through_skein_dev() {
     let dir = tempfile::tempdir().unwrap();

@@ -66,12 +66,35 @@ pub(crate) fn record_size(bytes: usize) -> String {
 }
 
 /// A client configuration for `bootstrap` with the settings every workload shares.
+/// `bootstrap` is `host:port[,host:port...]`, optionally followed by `?name=value&...`
+/// librdkafka settings for the listener (the SASL_SSL runs' security settings, as
+/// [`secured_bootstrap`] writes them).
 pub(crate) fn client_config(bootstrap: &str) -> ClientConfig {
+    let (servers, settings) = bootstrap.split_once('?').unwrap_or((bootstrap, ""));
     let mut config = ClientConfig::new();
     config
-        .set("bootstrap.servers", bootstrap)
+        .set("bootstrap.servers", servers)
         .set("broker.address.family", "v4");
+    for setting in settings.split('&').filter(|s| !s.is_empty()) {
+        let (name, value) = setting.split_once('=').unwrap_or((setting, ""));
+        config.set(name, value);
+    }
     config
+}
+
+/// The bootstrap of a SASL_SSL listener at `address`, its certificate signed by the
+/// authority in the PEM file `ca`, for SASL/PLAIN with an API key.
+pub fn secured_bootstrap(
+    address: &str,
+    ca: &std::path::Path,
+    key_id: &str,
+    secret: &str,
+) -> String {
+    format!(
+        "{address}?security.protocol=SASL_SSL&sasl.mechanism=PLAIN&sasl.username={key_id}\
+         &sasl.password={secret}&ssl.ca.location={}",
+        ca.display()
+    )
 }
 
 /// Creates `topic` with `partitions` partitions and waits until a client sees all of them.
