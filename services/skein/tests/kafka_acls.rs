@@ -10,47 +10,14 @@ mod common;
 
 use std::process::Command;
 
+use common::admin::*;
 use common::kafka::RawKafka;
 use common::processes::*;
 
-fn admin(addr: &str, method: &str, path: &str, body: &str) -> serde_json::Value {
-    let (status, body) = common::http(addr, method, path, Some(TOKEN), body);
-    assert!(
-        (200..300).contains(&status),
-        "{method} {path}: {status} {body}"
-    );
-    serde_json::from_str(&body).unwrap_or(serde_json::Value::Null)
-}
-
-/// A principal with an API key, allowed each (resource type, name, operation).
+/// A principal of acme with an API key, allowed each (resource type, name, operation).
 fn principal(addr: &str, name: &str, allowed: &[(&str, &str, &str)]) -> (String, String) {
-    admin(
-        addr,
-        "POST",
-        "/v1/tenants/acme/principals",
-        &format!(r#"{{"name":"{name}","kind":"service_account"}}"#),
-    );
-    for (resource_type, resource, operation) in allowed {
-        let body = serde_json::json!({
-            "principal": format!("User:{name}"),
-            "resource_type": resource_type,
-            "resource_name": resource,
-            "pattern_type": "LITERAL",
-            "operation": operation,
-            "permission": "ALLOW",
-        });
-        admin(addr, "POST", "/v1/tenants/acme/acls", &body.to_string());
-    }
-    let key = admin(
-        addr,
-        "POST",
-        &format!("/v1/tenants/acme/principals/{name}/api-keys"),
-        "",
-    );
-    (
-        key["id"].as_str().unwrap().to_owned(),
-        key["secret"].as_str().unwrap().to_owned(),
-    )
+    new_principal(addr, "acme", name, allowed);
+    issue_api_key(addr, "acme", name)
 }
 
 fn call(python: &str, sasl: &str, who: &(String, String), args: &[&str]) -> serde_json::Value {

@@ -16,60 +16,14 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::admin::*;
 use common::processes::*;
-
-fn admin(addr: &str, method: &str, path: &str, body: &str) -> serde_json::Value {
-    let (status, body) = common::http(addr, method, path, Some(TOKEN), body);
-    assert!(
-        (200..300).contains(&status),
-        "{method} {path}: {status} {body}"
-    );
-    serde_json::from_str(&body).unwrap_or(serde_json::Value::Null)
-}
-
-/// Every topic and group of the tenant, as (resource type, name) pairs.
-const TOPICS_AND_GROUPS: &[(&str, &str)] = &[("TOPIC", "*"), ("GROUP", "*")];
-
-/// A new principal of `tenant`, allowed every operation on each (resource type, name).
-fn new_principal(addr: &str, tenant: &str, principal: &str, allowed: &[(&str, &str)]) {
-    admin(
-        addr,
-        "POST",
-        &format!("/v1/tenants/{tenant}/principals"),
-        &format!(r#"{{"name":"{principal}","kind":"service_account"}}"#),
-    );
-    for (resource_type, resource_name) in allowed {
-        let body = serde_json::json!({
-            "principal": format!("User:{principal}"),
-            "resource_type": resource_type,
-            "resource_name": resource_name,
-            "pattern_type": "LITERAL",
-            "operation": "ALL",
-            "permission": "ALLOW",
-        });
-        admin(
-            addr,
-            "POST",
-            &format!("/v1/tenants/{tenant}/acls"),
-            &body.to_string(),
-        );
-    }
-}
 
 /// An API key for a new principal of `tenant`, which may do anything with its topics and
 /// groups: (id, secret).
 fn api_key(addr: &str, tenant: &str, principal: &str) -> (String, String) {
     new_principal(addr, tenant, principal, TOPICS_AND_GROUPS);
-    let key = admin(
-        addr,
-        "POST",
-        &format!("/v1/tenants/{tenant}/principals/{principal}/api-keys"),
-        "",
-    );
-    (
-        key["id"].as_str().unwrap().to_owned(),
-        key["secret"].as_str().unwrap().to_owned(),
-    )
+    issue_api_key(addr, tenant, principal)
 }
 
 /// Sets the SCRAM credential for `mechanism` of acme's `principal` through the admin API;
@@ -155,6 +109,24 @@ fn sasl_script_with(
 ) -> serde_json::Value {
     try_sasl_script(python, bootstrap, env, args)
         .unwrap_or_else(|| panic!("sasl_clients.py {args:?} failed"))
+}
+
+/// A broker of tenant acme (node 1) on `controller` with its data in `data`, given its
+/// listener arguments and any others.
+fn acme_broker(controller: &str, data: &std::path::Path, args: &[&str]) -> Process {
+    Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .args(["--heartbeat-interval-secs", "1"])
+            .args(args)
+            .arg("--data-dir")
+            .arg(data),
+    )
 }
 
 fn sasl_script(python: &str, bootstrap: &str, args: &[&str]) -> serde_json::Value {
@@ -249,24 +221,15 @@ fn clients_authenticate_with_api_keys_over_sasl_plain() {
     let (other_key, other_secret) = api_key(&admin_addr, "globex", "intruder");
 
     let data = tempfile::tempdir().unwrap();
-    let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .args([
-                "--listeners",
-                "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
-                "--listener-security-protocol-map",
-                "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
-                "--heartbeat-interval-secs",
-                "1",
-            ])
-            .arg("--data-dir")
-            .arg(data.path()),
+    let broker = acme_broker(
+        &controller,
+        data.path(),
+        &[
+            "--listeners",
+            "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+            "--listener-security-protocol-map",
+            "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+        ],
     );
     let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
     let advertised = field(&broker.first_line, "advertised as ");
@@ -388,67 +351,86 @@ fn skein_dev_serves_sasl_plain_with_the_api_key_it_prints() {
     assert!(String::from_utf8_lossy(&listed.stdout).contains("dev-sasl"));
 }
 
-/// A certificate authority and a server certificate for 127.0.0.1 it signed, as PEM files
-/// in `dir` named `<name>-ca.pem`, `<name>.pem` and `<name>.key`.
-fn certificates(dir: &std::path::Path, name: &str) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let (ca, ca_key) = (format!("{name}-ca.pem"), format!("{name}-ca.key"));
+/// Runs `openssl` in `dir`.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An EC P-256 key: openssl's `-newkey` arguments.
+const EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
+/// A key and a certificate for `subject`, signed by the authority `<authority>-ca` in `dir`
+/// with the openssl extension line `extension`, as `<name>.pem` and `<name>.key`.
+fn signed(dir: &std::path::Path, authority: &str, name: &str, subject: &str, extension: &str) {
     let (cert, key, csr) = (
         format!("{name}.pem"),
         format!("{name}.key"),
         format!("{name}.csr"),
     );
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let subject = format!("/CN={name}-ca");
-    run(&[
-        &["req", "-x509"][..],
-        &ec[..],
+    let request = ["req", "-keyout", &key, "-out", &csr, "-subj", subject];
+    openssl(dir, &[&request[..1], &EC_KEY[..], &request[1..]].concat());
+    let extfile = format!("{name}.ext");
+    std::fs::write(dir.join(&extfile), format!("{extension}\n")).unwrap();
+    let (ca, ca_key) = (format!("{authority}-ca.pem"), format!("{authority}-ca.key"));
+    openssl(
+        dir,
         &[
-            "-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", &subject,
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-out",
+            &cert,
+            "-days",
+            "2",
+            "-extfile",
+            &extfile,
         ],
-    ]
-    .concat());
-    run(&[
-        &["req"][..],
-        &ec[..],
-        &["-keyout", &key, "-out", &csr, "-subj", "/CN=127.0.0.1"],
-    ]
-    .concat());
-    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        &csr,
-        "-CA",
-        &ca,
-        "-CAkey",
-        &ca_key,
-        "-CAcreateserial",
-        "-out",
-        &cert,
-        "-days",
-        "2",
-        "-extfile",
-        "san.ext",
-    ]);
+    );
+}
+
+/// A certificate authority and a server certificate for 127.0.0.1 it signed, as PEM files
+/// in `dir` named `<name>-ca.pem`, `<name>.pem` and `<name>.key`.
+fn certificates(dir: &std::path::Path, name: &str) {
+    let (ca, ca_key, subject) = (
+        format!("{name}-ca.pem"),
+        format!("{name}-ca.key"),
+        format!("/CN={name}-ca"),
+    );
+    let authority = [
+        "-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", &subject,
+    ];
+    openssl(
+        dir,
+        &[&["req", "-x509"][..], &EC_KEY[..], &authority[..]].concat(),
+    );
+    signed(
+        dir,
+        name,
+        name,
+        "/CN=127.0.0.1",
+        "subjectAltName=IP:127.0.0.1",
+    );
 }
 
 #[test]
@@ -474,26 +456,17 @@ fn tls_listeners_serve_sasl_ssl_and_take_a_renewed_certificate() {
     };
     serve("first");
     let data = tempfile::tempdir().unwrap();
-    let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .args([
-                "--listeners",
-                "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-                "--heartbeat-interval-secs",
-                "1",
-            ])
-            .arg("--ssl-certificate-location")
-            .arg(served.join("server.pem"))
-            .arg("--ssl-key-location")
-            .arg(served.join("server.key"))
-            .arg("--data-dir")
-            .arg(data.path()),
+    let broker = acme_broker(
+        &controller,
+        data.path(),
+        &[
+            "--listeners",
+            "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            "--ssl-certificate-location",
+            served.join("server.pem").to_str().unwrap(),
+            "--ssl-key-location",
+            served.join("server.key").to_str().unwrap(),
+        ],
     );
     let tls = field(&broker.first_line, "(SASL_SSL) on ");
     admin(
@@ -582,28 +555,19 @@ fn clients_authenticate_with_scram_credentials() {
     let ca_file = certs.path().join("scram-ca.pem");
     let ca = ca_file.to_str().unwrap();
     let data = tempfile::tempdir().unwrap();
-    let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .args([
-                "--listeners",
-                "INTERNAL://127.0.0.1:0,TLS://127.0.0.1:0,CLIENT://127.0.0.1:0",
-                "--listener-security-protocol-map",
-                "INTERNAL:PLAINTEXT,TLS:SASL_SSL,CLIENT:SASL_PLAINTEXT",
-                "--heartbeat-interval-secs",
-                "1",
-            ])
-            .arg("--ssl-certificate-location")
-            .arg(certs.path().join("scram.pem"))
-            .arg("--ssl-key-location")
-            .arg(certs.path().join("scram.key"))
-            .arg("--data-dir")
-            .arg(data.path()),
+    let broker = acme_broker(
+        &controller,
+        data.path(),
+        &[
+            "--listeners",
+            "INTERNAL://127.0.0.1:0,TLS://127.0.0.1:0,CLIENT://127.0.0.1:0",
+            "--listener-security-protocol-map",
+            "INTERNAL:PLAINTEXT,TLS:SASL_SSL,CLIENT:SASL_PLAINTEXT",
+            "--ssl-certificate-location",
+            certs.path().join("scram.pem").to_str().unwrap(),
+            "--ssl-key-location",
+            certs.path().join("scram.key").to_str().unwrap(),
+        ],
     );
     let tls = field(&broker.first_line, "(SASL_SSL) on ");
     let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
@@ -701,7 +665,7 @@ fn clients_authenticate_with_scram_credentials() {
         &admin_addr,
         "acme",
         "admin-user",
-        &[("CLUSTER", "kafka-cluster")],
+        &[("CLUSTER", "kafka-cluster", "ALL")],
     );
     scram_credential(
         &admin_addr,
@@ -851,26 +815,17 @@ fn oauthbearer_tokens_are_checked_with_the_issuers_jwks() {
     new_principal(&admin_addr, "acme", "alice", TOPICS_AND_GROUPS);
     let jwks = serve_jwks();
     let data = tempfile::tempdir().unwrap();
-    let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .args([
-                "--listeners",
-                "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
-                "--listener-security-protocol-map",
-                "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
-                "--heartbeat-interval-secs",
-                "1",
-                "--sasl-oauthbearer-jwks-endpoint-url",
-                &jwks,
-            ])
-            .arg("--data-dir")
-            .arg(data.path()),
+    let broker = acme_broker(
+        &controller,
+        data.path(),
+        &[
+            "--listeners",
+            "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+            "--listener-security-protocol-map",
+            "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+            "--sasl-oauthbearer-jwks-endpoint-url",
+            &jwks,
+        ],
     );
     let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
     admin(
@@ -914,26 +869,17 @@ fn librdkafka_re_authenticates_before_its_token_expires() {
     let secret_file = secrets.path().join("hs256");
     std::fs::write(&secret_file, "a-test-signing-secret-of-32-bytes!").unwrap();
     let data = tempfile::tempdir().unwrap();
-    let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .args([
-                "--listeners",
-                "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
-                "--listener-security-protocol-map",
-                "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
-                "--heartbeat-interval-secs",
-                "1",
-            ])
-            .arg("--sasl-oauthbearer-jwt-hs256-secret-file")
-            .arg(&secret_file)
-            .arg("--data-dir")
-            .arg(data.path()),
+    let broker = acme_broker(
+        &controller,
+        data.path(),
+        &[
+            "--listeners",
+            "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+            "--listener-security-protocol-map",
+            "INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+            "--sasl-oauthbearer-jwt-hs256-secret-file",
+            secret_file.to_str().unwrap(),
+        ],
     );
     let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
     admin(
@@ -967,55 +913,7 @@ fn librdkafka_re_authenticates_before_its_token_expires() {
 /// A client certificate for `subject` signed by the authority `<authority>-ca.pem` in `dir`
 /// (made by [`certificates`]), as `<name>.pem` and `<name>.key`.
 fn client_certificate(dir: &std::path::Path, authority: &str, name: &str, subject: &str) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let (cert, key, csr) = (
-        format!("{name}.pem"),
-        format!("{name}.key"),
-        format!("{name}.csr"),
-    );
-    run(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        &key,
-        "-out",
-        &csr,
-        "-subj",
-        subject,
-    ]);
-    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        &csr,
-        "-CA",
-        &format!("{authority}-ca.pem"),
-        "-CAkey",
-        &format!("{authority}-ca.key"),
-        "-CAcreateserial",
-        "-out",
-        &cert,
-        "-days",
-        "2",
-        "-extfile",
-        "client.ext",
-    ]);
+    signed(dir, authority, name, subject, "extendedKeyUsage=clientAuth");
 }
 
 /// An SSL listener that requires client certificates names each client's principal by
@@ -1053,34 +951,25 @@ fn client_certificates_name_principals_on_ssl_listeners() {
         "/C=US/O=Acme/OU=payments/CN=alice",
     );
     let data = tempfile::tempdir().unwrap();
-    let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .args([
-                "--listeners",
-                "INTERNAL://127.0.0.1:0,TLS://127.0.0.1:0",
-                "--listener-security-protocol-map",
-                "INTERNAL:PLAINTEXT,TLS:SSL",
-                "--heartbeat-interval-secs",
-                "1",
-                "--ssl-client-auth",
-                "required",
-                "--ssl-principal-mapping-rules",
-                "RULE:^CN=([^,]*),OU=payments,.*$/$1/L,DEFAULT",
-            ])
-            .arg("--ssl-truststore-location")
-            .arg(certs.path().join("clients-ca.pem"))
-            .arg("--ssl-certificate-location")
-            .arg(certs.path().join("server.pem"))
-            .arg("--ssl-key-location")
-            .arg(certs.path().join("server.key"))
-            .arg("--data-dir")
-            .arg(data.path()),
+    let broker = acme_broker(
+        &controller,
+        data.path(),
+        &[
+            "--listeners",
+            "INTERNAL://127.0.0.1:0,TLS://127.0.0.1:0",
+            "--listener-security-protocol-map",
+            "INTERNAL:PLAINTEXT,TLS:SSL",
+            "--ssl-client-auth",
+            "required",
+            "--ssl-principal-mapping-rules",
+            "RULE:^CN=([^,]*),OU=payments,.*$/$1/L,DEFAULT",
+            "--ssl-truststore-location",
+            certs.path().join("clients-ca.pem").to_str().unwrap(),
+            "--ssl-certificate-location",
+            certs.path().join("server.pem").to_str().unwrap(),
+            "--ssl-key-location",
+            certs.path().join("server.key").to_str().unwrap(),
+        ],
     );
     let tls = field(&broker.first_line, "(SSL) on ");
     admin(

@@ -1,6 +1,7 @@
 //! Helpers shared by the binary's tests.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+pub mod admin;
 pub mod cluster;
 pub mod dev;
 pub mod kafka;
