@@ -363,6 +363,18 @@ fn migrate_creates_the_catalog_schema_once_on_sqlite_and_postgres() {
     let sqlite = format!("sqlite:{}", dir.path().join("catalog.db").display());
     let server = skein_testkit::Postgres::start().unwrap();
     let postgres = server.database("migrate").unwrap();
+    let migrations = std::fs::read_dir(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../migrations/postgres"
+    ))
+    .unwrap()
+    .filter(|entry| {
+        entry
+            .as_ref()
+            .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "sql"))
+    })
+    .count();
+    assert!(migrations >= 5);
     for url in [sqlite.as_str(), postgres.as_str()] {
         for _ in 0..2 {
             let out = migrate(url);
@@ -373,7 +385,7 @@ fn migrate_creates_the_catalog_schema_once_on_sqlite_and_postgres() {
                 String::from_utf8_lossy(&out.stderr)
             );
             assert!(
-                stdout.contains("catalog is up to date (4 migrations)"),
+                stdout.contains(&format!("catalog is up to date ({migrations} migrations)")),
                 "{stdout}"
             );
         }
