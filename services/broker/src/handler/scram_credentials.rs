@@ -167,9 +167,13 @@ impl Api for AlterUserScramCredentials {
     const VERSIONS: (i16, i16) = (0, 0);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
+        // A request past the bound is refused before any of it is read further.
+        if request.deletions.len() + request.upsertions.len() > MAX_USERS * 2 {
+            tracing::info!(peer = %call.session.peer, "refused an oversized AlterUserScramCredentials");
+            return Some(AlterUserScramCredentialsResponse::default());
+        }
         let mut users: BTreeMap<String, Alteration> = BTreeMap::new();
         let mut mechanisms_named: HashSet<(String, i8)> = HashSet::new();
-        let too_many = request.deletions.len() + request.upsertions.len() > MAX_USERS * 2;
         let deletions = request
             .deletions
             .iter()
@@ -235,12 +239,7 @@ impl Api for AlterUserScramCredentials {
                 }
             }
         }
-        let blocked = if too_many {
-            Some((
-                ResponseError::InvalidRequest,
-                format!("at most {MAX_USERS} users a request"),
-            ))
-        } else if call.broker.controller.is_none() {
+        let blocked = if call.broker.controller.is_none() {
             Some((ResponseError::SecurityDisabled, NO_CONTROLLER.to_owned()))
         } else {
             super::acls::security_changes_refused(call.broker, &call.access(), "SCRAM credentials")
