@@ -9,17 +9,11 @@ mod common;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
+use common::issuer::{serve_jwks, test_key as key};
 use common::processes::*;
 use common::{request, Answer};
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
-
-fn key(name: &str) -> String {
-    format!(
-        "{}/../../crates/skein-token/tests/keys/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
 
 fn now() -> i64 {
     SystemTime::now()
@@ -49,28 +43,6 @@ fn sign(algorithm: Algorithm, kid: Option<&str>, tenant: &str, sub: &str, extra:
     let mut header = Header::new(algorithm);
     header.kid = kid.map(str::to_owned);
     encode(&header, &claims, &encoding).unwrap()
-}
-
-/// Serves `tests/keys/jwks.json` over HTTP, as an issuer would; answers its URL.
-fn serve_jwks() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
-    let body = std::fs::read_to_string(key("jwks.json")).unwrap();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-                 Connection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    url
 }
 
 struct Cluster {

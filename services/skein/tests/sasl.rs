@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::admin::*;
+use common::issuer::{serve_jwks, test_key};
 use common::processes::*;
 
 /// An API key for a new principal of `tenant`, which may do anything with its topics and
@@ -758,36 +759,6 @@ fn clients_authenticate_with_scram_credentials() {
 
     broker.stop();
     cp.stop();
-}
-
-/// Serves the test key set (`crates/skein-token/tests/keys/jwks.json`: kids rsa-jwk, ec-jwk,
-/// ed-jwk) over HTTP, as an issuer would; answers its URL.
-fn serve_jwks() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
-    let body = std::fs::read_to_string(test_key("jwks.json")).unwrap();
-    std::thread::spawn(move || {
-        use std::io::Read;
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-                 Connection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    url
-}
-
-fn test_key(name: &str) -> String {
-    format!(
-        "{}/../../crates/skein-token/tests/keys/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    )
 }
 
 /// A token for `sub` of acme signed with the test RSA key under `kid`, expiring in
