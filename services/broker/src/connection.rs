@@ -190,9 +190,20 @@ async fn raw_token(
 /// and the SASL APIs come before authentication, and a connection whose API key has left
 /// force is closed at its next request.
 fn admit(api_key: i16, broker: &Broker, session: &Session) -> Result<(), ConnectionError> {
+    let listener = &session.listener;
+    // Only SASL listeners, and SSL listeners whose clients present certificates (a session
+    // that ends when the certificate expires), have a session to check: the others take
+    // no lock here.
+    let certificates = listener.protocol == crate::listeners::SecurityProtocol::Ssl
+        && listener
+            .tls
+            .as_ref()
+            .is_some_and(|tls| tls.client_auth().is_some());
+    if !listener.protocol.requires_sasl() && !certificates {
+        return Ok(());
+    }
     let state = session.state();
-    // A client certificate's session on an SSL listener ends when the certificate expires.
-    if !session.listener.protocol.requires_sasl() && !matches!(state, SaslState::Authenticated(_)) {
+    if !listener.protocol.requires_sasl() && !matches!(state, SaslState::Authenticated(_)) {
         return Ok(());
     }
     match state {
