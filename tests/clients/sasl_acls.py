@@ -1,7 +1,9 @@
 """One Kafka API call as an authenticated principal (SASL/PLAIN), for the ACL matrix.
 
 Usage: sasl_acls.py BOOTSTRAP KEY SECRET OPERATION ARGS...
+KEY and SECRET are an API key (SASL/PLAIN); with KEY "OAUTHBEARER", SECRET is a JWT.
   produce TOPIC         one record with confluent-kafka (acks=all)
+  read TOPIC            reads partition 0 from the start without a group (assign)
   consume TOPIC GROUP   reads partition 0 from the start through the group and commits
   metadata              the topics Metadata lists
   create TOPIC          CreateTopics
@@ -23,13 +25,21 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
 
 BOOTSTRAP, KEY, SECRET, OPERATION, ARGS = (sys.argv[1], sys.argv[2], sys.argv[3],
                                            sys.argv[4], sys.argv[5:])
-CONFIG = {
-    "bootstrap.servers": BOOTSTRAP,
-    "security.protocol": "SASL_PLAINTEXT",
-    "sasl.mechanism": "PLAIN",
-    "sasl.username": KEY,
-    "sasl.password": SECRET,
-}
+if KEY == "OAUTHBEARER":
+    CONFIG = {
+        "bootstrap.servers": BOOTSTRAP,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "oauth_cb": lambda _config: (SECRET, time.time() + 3600),
+    }
+else:
+    CONFIG = {
+        "bootstrap.servers": BOOTSTRAP,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": KEY,
+        "sasl.password": SECRET,
+    }
 
 
 def name(error):
@@ -78,6 +88,33 @@ def consume(topic, group):
     return "nothing"
 
 
+def read(topic):
+    # assign() needs no group, but librdkafka looks its group.id up all the same, and a
+    # principal without DESCRIBE on that group is refused the lookup: that refusal is about
+    # the unused group, not the read, so it is passed over.
+    consumer = Consumer({**CONFIG, "group.id": "assign-only", "enable.auto.commit": False})
+    deadline = time.time() + 20
+    try:
+        # The topic's metadata first, as a reader learns its leader: a topic the principal
+        # may not describe is refused there (librdkafka only logs it for assign()).
+        described = consumer.list_topics(topic, timeout=20).topics[topic]
+        if described.error is not None:
+            return name(described.error)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while time.time() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    continue
+                return name(msg.error())
+            return "ok"
+        return "nothing"
+    finally:
+        consumer.close()
+
+
 def admin_result(futures):
     try:
         for future in futures.values():
@@ -93,6 +130,8 @@ if OPERATION == "produce":
     out["result"] = produce(ARGS[0])
 elif OPERATION == "init-producer-id":
     out["result"] = produce(ARGS[0], idempotent=True)
+elif OPERATION == "read":
+    out["result"] = read(ARGS[0])
 elif OPERATION == "consume":
     out["result"] = consume(ARGS[0], ARGS[1])
 elif OPERATION == "metadata":

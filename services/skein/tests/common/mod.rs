@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod cluster;
 pub mod dev;
+pub mod grpc;
 pub mod issuer;
 pub mod kafka;
 pub mod processes;
