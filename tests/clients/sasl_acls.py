@@ -11,6 +11,8 @@ KEY and SECRET are an API key (SASL/PLAIN); with KEY "OAUTHBEARER", SECRET is a 
   describe-configs TOPIC
   alter-configs TOPIC   IncrementalAlterConfigs (retention.ms)
   list-groups
+  hammer SECONDS        Metadata requests back to back for SECONDS; counts them and the
+                        throttle times the broker reported (throttle_cb)
   describe-acls
   init-producer-id      an idempotent producer's first write (InitProducerId, then Produce)
 Prints {"result": "ok" | error name, ...}; the error names are librdkafka's.
@@ -149,6 +151,18 @@ elif OPERATION == "alter-configs":
                         incremental_operation=AlterConfigOpType.SET)
     resource = ConfigResource(ConfigResource.Type.TOPIC, ARGS[0], incremental_configs=[entry])
     out["result"] = admin_result(admin.incremental_alter_configs([resource]))
+elif OPERATION == "hammer":
+    throttles = []
+    hammering = AdminClient({**CONFIG, "throttle_cb": lambda event: throttles.append(
+        event.throttle_time)})
+    calls = 0
+    started = time.time()
+    while time.time() - started < float(ARGS[0]):
+        hammering.list_topics(timeout=20)
+        hammering.poll(0)
+        calls += 1
+    out.update(result="ok", calls=calls, throttle_events=len(throttles),
+               longest_throttle_s=max(throttles, default=0.0))
 elif OPERATION == "list-groups":
     listed = admin.list_consumer_groups(request_timeout=20).result()
     out["result"] = "ok"

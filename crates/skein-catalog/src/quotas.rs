@@ -11,6 +11,9 @@ pub struct Quota {
     pub fetch_bytes_per_sec: Option<i64>,
     pub requests_per_sec: Option<i64>,
     pub partitions: Option<i64>,
+    /// Kafka's request-time quota: percent of one request-handling thread's time (100 is
+    /// one thread's whole time).
+    pub request_percentage: Option<i64>,
 }
 
 /// A stored quota and whom it limits.
@@ -29,6 +32,7 @@ impl Quota {
             ("fetch_bytes_per_sec", self.fetch_bytes_per_sec),
             ("requests_per_sec", self.requests_per_sec),
             ("partitions", self.partitions),
+            ("request_percentage", self.request_percentage),
         ] {
             if value.is_some_and(|v| v <= 0) {
                 return Err(CatalogError::Invalid {
@@ -52,13 +56,14 @@ impl Catalog {
         quota.validate()?;
         sqlx::query(
             "INSERT INTO quotas (tenant_id, principal_id, produce_bytes_per_sec, \
-               fetch_bytes_per_sec, requests_per_sec, partitions) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
+               fetch_bytes_per_sec, requests_per_sec, partitions, request_percentage) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (tenant_id, principal_id) DO UPDATE SET \
                produce_bytes_per_sec = excluded.produce_bytes_per_sec, \
                fetch_bytes_per_sec = excluded.fetch_bytes_per_sec, \
                requests_per_sec = excluded.requests_per_sec, \
-               partitions = excluded.partitions",
+               partitions = excluded.partitions, \
+               request_percentage = excluded.request_percentage",
         )
         .bind(tenant_id)
         .bind(principal_id.unwrap_or(""))
@@ -66,6 +71,7 @@ impl Catalog {
         .bind(quota.fetch_bytes_per_sec)
         .bind(quota.requests_per_sec)
         .bind(quota.partitions)
+        .bind(quota.request_percentage)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -75,7 +81,7 @@ impl Catalog {
     pub async fn quotas(&self, tenant_id: &str) -> Result<Vec<QuotaRecord>> {
         let rows = sqlx::query(
             "SELECT principal_id, produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec, \
-               partitions FROM quotas WHERE tenant_id = $1 ORDER BY principal_id",
+               partitions, request_percentage FROM quotas WHERE tenant_id = $1 ORDER BY principal_id",
         )
         .bind(tenant_id)
         .fetch_all(&self.pool)
@@ -91,6 +97,7 @@ impl Catalog {
                         fetch_bytes_per_sec: row.try_get("fetch_bytes_per_sec")?,
                         requests_per_sec: row.try_get("requests_per_sec")?,
                         partitions: row.try_get("partitions")?,
+                        request_percentage: row.try_get("request_percentage")?,
                     },
                 })
             })
@@ -101,7 +108,8 @@ impl Catalog {
     pub async fn all_quotas(&self) -> Result<Vec<(String, Option<String>, Quota)>> {
         let rows = sqlx::query(
             "SELECT t.name AS tenant_name, p.name AS principal_name, q.produce_bytes_per_sec, \
-               q.fetch_bytes_per_sec, q.requests_per_sec, q.partitions \
+               q.fetch_bytes_per_sec, q.requests_per_sec, q.partitions, \
+               q.request_percentage \
              FROM quotas q JOIN tenants t ON t.id = q.tenant_id \
              LEFT JOIN principals p ON p.id = q.principal_id \
              ORDER BY t.name, q.principal_id",
@@ -118,6 +126,7 @@ impl Catalog {
                         fetch_bytes_per_sec: row.try_get("fetch_bytes_per_sec")?,
                         requests_per_sec: row.try_get("requests_per_sec")?,
                         partitions: row.try_get("partitions")?,
+                        request_percentage: row.try_get("request_percentage")?,
                     },
                 ))
             })

@@ -799,6 +799,7 @@ async fn quotas(catalog: &Catalog) {
         .unwrap();
     let hers = Quota {
         fetch_bytes_per_sec: Some(1 << 20),
+        request_percentage: Some(25),
         ..Quota::default()
     };
     catalog

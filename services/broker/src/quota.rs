@@ -8,6 +8,12 @@
 //! ([`PrincipalQuotas`]), the one the gateway applies to that principal: a request waits for
 //! the larger of the two debts and is charged to both.
 //!
+//! Kafka's request-time quota (`request_percentage`) is metered the same way, in
+//! microseconds of a request-handling thread: every request but ApiVersions, the SASL
+//! exchange and replication is charged the time the broker spent working on it (the time
+//! its handler was being polled, not the time it waited for records or replicas), against
+//! the tenant's and the principal's budgets.
+//!
 //! The request-rate quota is not metered here: it limits calls to the gateway, and every
 //! Kafka consumer sends a steady stream of long polls and heartbeats that are not calls a
 //! tenant makes.
@@ -29,35 +35,65 @@ pub(crate) const MAX_THROTTLE: Duration = Duration::from_secs(5);
 pub(crate) enum Metered {
     ProduceBytes,
     FetchBytes,
+    /// Microseconds of request handling.
+    RequestTime,
 }
 
 impl Metered {
+    const ALL: [Self; 3] = [Self::ProduceBytes, Self::FetchBytes, Self::RequestTime];
+
     fn index(self) -> usize {
         match self {
             Self::ProduceBytes => 0,
             Self::FetchBytes => 1,
+            Self::RequestTime => 2,
         }
     }
 
+    /// Units per second: bytes, or microseconds of handling (a percent of one thread's
+    /// time is 10 000 µs each second).
     fn rate(self, quota: &pb::Quota) -> Option<i64> {
         match self {
             Self::ProduceBytes => quota.produce_bytes_per_sec,
             Self::FetchBytes => quota.fetch_bytes_per_sec,
+            Self::RequestTime => quota
+                .request_percentage
+                .map(|percent| percent.saturating_mul(10_000)),
         }
     }
+}
+
+/// The request-time charge of `busy` handling.
+pub(crate) fn micros(busy: Duration) -> u64 {
+    u64::try_from(busy.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Runs `work` to completion; answers its output and the time spent polling it, which is
+/// the time a thread worked on it (waits for records, replicas or locks are not counted).
+pub(crate) async fn timed_polls<F: std::future::Future>(work: F) -> (F::Output, Duration) {
+    let mut work = std::pin::pin!(work);
+    let mut busy = Duration::ZERO;
+    let output = std::future::poll_fn(|cx| {
+        let started = Instant::now();
+        let polled = work.as_mut().poll(cx);
+        busy += started.elapsed();
+        polled
+    })
+    .await;
+    (output, busy)
 }
 
 #[derive(Debug, Default)]
 struct State {
     quota: Option<pb::Quota>,
-    buckets: [Option<Bucket>; 2],
+    buckets: [Option<Bucket>; 3],
 }
 
-/// The tenant-wide quota this broker serves, with its buckets.
+/// A quota this broker serves (the tenant's, or a principal's), with its buckets.
 #[derive(Debug, Default)]
 pub(crate) struct TenantQuotas {
     state: Mutex<State>,
-    /// Whether any byte rate is limited: without one, produce and fetch take no lock here.
+    /// Whether anything is limited: without a limit, requests take no lock here.
     limited: AtomicBool,
 }
 
@@ -66,7 +102,7 @@ impl TenantQuotas {
     pub(crate) fn set(&self, quota: Option<pb::Quota>) {
         let mut state = self.state.lock();
         if let Some(quota) = &quota {
-            for metered in [Metered::ProduceBytes, Metered::FetchBytes] {
+            for metered in Metered::ALL {
                 if metered.rate(quota).is_none_or(|rate| rate <= 0) {
                     state.buckets[metered.index()] = None;
                 }
@@ -75,7 +111,7 @@ impl TenantQuotas {
             state.buckets = Default::default();
         }
         let limited = quota.as_ref().is_some_and(|q| {
-            [Metered::ProduceBytes, Metered::FetchBytes]
+            Metered::ALL
                 .iter()
                 .any(|m| m.rate(q).is_some_and(|rate| rate > 0))
         });
@@ -185,6 +221,42 @@ mod tests {
         assert_eq!(quotas.debt(Metered::ProduceBytes), Duration::ZERO);
         quotas.set(Some(quota(Some(1000))));
         assert_eq!(quotas.debt(Metered::ProduceBytes), Duration::ZERO);
+    }
+
+    #[test]
+    fn request_time_past_the_percentage_is_throttled_in_proportion() {
+        let quotas = TenantQuotas::default();
+        quotas.set(Some(pb::Quota {
+            request_percentage: Some(10),
+            ..quota(None)
+        }));
+        // 10% of a thread: 100 ms of handling each second.
+        assert_eq!(quotas.charge(Metered::RequestTime, 100_000), Duration::ZERO);
+        let throttle = quotas.charge(Metered::RequestTime, 50_000);
+        assert!(
+            throttle > Duration::from_millis(450) && throttle <= Duration::from_millis(500),
+            "{throttle:?}"
+        );
+        // Bytes are not limited by it.
+        assert_eq!(
+            quotas.charge(Metered::ProduceBytes, 1 << 30),
+            Duration::ZERO
+        );
+    }
+
+    #[tokio::test]
+    async fn only_the_time_spent_polling_counts_as_handling() {
+        let (answer, busy) = timed_polls(async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            std::thread::sleep(Duration::from_millis(20));
+            7
+        })
+        .await;
+        assert_eq!(answer, 7);
+        assert!(
+            busy >= Duration::from_millis(20) && busy < Duration::from_millis(150),
+            "{busy:?}"
+        );
     }
 
     #[test]

@@ -1,18 +1,19 @@
 //! The request router: one table, [`ROUTES`], of every API this broker answers, the versions
 //! it implements and the handler behind it. ApiVersions is derived from the table, so it
 //! lists exactly what the handlers implement, and quota throttling is one wrapper
-//! ([`serve`]) around the handlers of metered APIs.
+//! ([`serve`]) around every handler: byte quotas for produce and fetch, the request-time
+//! quota for everything a client asks but ApiVersions and the SASL exchange.
 
 use std::future::Future;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{self, ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::connection::ConnectionError;
 use crate::handler;
-use crate::quota::{throttle_ms, Metered};
+use crate::quota::{micros, throttle_ms, timed_polls, Metered, TenantQuotas};
 use crate::sasl::Session;
 use crate::Broker;
 
@@ -44,12 +45,16 @@ impl<'a> Call<'a> {
 /// A Kafka API: its message types, the versions answered and the handler.
 pub(crate) trait Api {
     type Request: Decodable + Send;
-    type Response: Encodable + Send;
+    type Response: Encodable + Send + Throttle;
     const KEY: ApiKey;
     /// Lowest and highest version answered.
     const VERSIONS: (i16, i16);
     /// The byte quota the API is metered against, if any.
     const METERED: Option<Metered> = None;
+    /// Whether the request-time quota leaves the API alone: what a client must be able to
+    /// send however far over its quota it is (ApiVersions, and the SASL exchange that
+    /// re-authenticates its connection), as Kafka exempts them.
+    const EXEMPT_FROM_REQUEST_TIME: bool = false;
 
     /// The answer; `None` sends nothing back (produce with `acks=0`).
     fn handle<'a>(
@@ -57,7 +62,8 @@ pub(crate) trait Api {
         request: Self::Request,
     ) -> impl Future<Output = Option<Self::Response>> + Send + 'a;
 
-    /// Whether this request counts against the quota (a follower's fetch does not).
+    /// Whether this request counts against the quotas (a follower's fetch, the cluster's
+    /// own traffic, does not).
     fn is_metered(_request: &Self::Request) -> bool {
         true
     }
@@ -66,9 +72,69 @@ pub(crate) trait Api {
     fn charged(_request_bytes: usize, _response: Option<&Self::Response>) -> u64 {
         0
     }
+}
 
-    /// Sets the answer's `throttle_time_ms`.
-    fn throttled(_response: &mut Self::Response, _ms: i32) {}
+/// An answer's `throttle_time_ms`, where its message has one.
+pub(crate) trait Throttle {
+    fn set_throttle_ms(&mut self, ms: i32);
+}
+
+macro_rules! throttle_time_ms {
+    ($($response:ty),* $(,)?) => {
+        $(impl Throttle for $response {
+            fn set_throttle_ms(&mut self, ms: i32) {
+                self.throttle_time_ms = ms;
+            }
+        })*
+    };
+}
+
+throttle_time_ms!(
+    messages::AlterConfigsResponse,
+    messages::AlterPartitionReassignmentsResponse,
+    messages::AlterUserScramCredentialsResponse,
+    messages::ApiVersionsResponse,
+    messages::CreateAclsResponse,
+    messages::CreatePartitionsResponse,
+    messages::CreateTopicsResponse,
+    messages::DeleteAclsResponse,
+    messages::DeleteGroupsResponse,
+    messages::DeleteRecordsResponse,
+    messages::DeleteTopicsResponse,
+    messages::DescribeAclsResponse,
+    messages::DescribeClusterResponse,
+    messages::DescribeConfigsResponse,
+    messages::DescribeGroupsResponse,
+    messages::DescribeLogDirsResponse,
+    messages::DescribeTopicPartitionsResponse,
+    messages::DescribeUserScramCredentialsResponse,
+    messages::ElectLeadersResponse,
+    messages::FetchResponse,
+    messages::FindCoordinatorResponse,
+    messages::HeartbeatResponse,
+    messages::IncrementalAlterConfigsResponse,
+    messages::InitProducerIdResponse,
+    messages::JoinGroupResponse,
+    messages::LeaveGroupResponse,
+    messages::ListGroupsResponse,
+    messages::ListOffsetsResponse,
+    messages::ListPartitionReassignmentsResponse,
+    messages::MetadataResponse,
+    messages::OffsetCommitResponse,
+    messages::OffsetDeleteResponse,
+    messages::OffsetFetchResponse,
+    messages::OffsetForLeaderEpochResponse,
+    messages::ProduceResponse,
+    messages::SyncGroupResponse,
+);
+
+/// The SASL messages have no throttle time (their APIs are exempt).
+impl Throttle for messages::SaslHandshakeResponse {
+    fn set_throttle_ms(&mut self, _ms: i32) {}
+}
+
+impl Throttle for messages::SaslAuthenticateResponse {
+    fn set_throttle_ms(&mut self, _ms: i32) {}
 }
 
 type Serve = for<'a> fn(Call<'a>, Bytes) -> BoxFuture<'a, Result<Reply, ConnectionError>>;
@@ -190,39 +256,52 @@ pub(crate) async fn dispatch(
     (route.serve)(call, body).await
 }
 
-/// Decodes the request, holds a metered call back while its tenant is in debt, handles it,
-/// charges what it moved and encodes the answer with the throttle time that leaves.
+/// Decodes the request, holds it back while a quota it counts against is in debt, handles
+/// it, charges what it moved and the time it took, and encodes the answer with the throttle
+/// time that leaves.
 async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, ConnectionError> {
     let request_bytes = body.len();
-    let request = A::Request::decode(&mut body, call.version)
-        .map_err(|e| malformed(A::KEY, call.version, e))?;
-    // Over a byte quota, the call waits here: that holds its connection back, as Kafka
-    // mutes a throttled channel.
-    let metered = A::METERED.filter(|_| A::is_metered(&request));
-    // An authenticated principal's own quota applies beside the tenant's.
-    let own = metered
-        .and_then(|_| call.session.principal())
+    let (request, decoding) =
+        timed_polls(async { A::Request::decode(&mut body, call.version) }).await;
+    let request = request.map_err(|e| malformed(A::KEY, call.version, e))?;
+    let counted = A::is_metered(&request);
+    let bytes = A::METERED.filter(|_| counted);
+    let timed = counted && !A::EXEMPT_FROM_REQUEST_TIME;
+    // The tenant's quotas, and an authenticated principal's own beside them.
+    let own = call
+        .session
+        .principal()
         .and_then(|principal| call.broker.principal_quotas.of(&principal.name));
-    if let Some(metered) = metered {
-        let hold = call.broker.quotas.debt(metered).max(
-            own.as_ref()
-                .map_or(std::time::Duration::ZERO, |q| q.debt(metered)),
-        );
-        if !hold.is_zero() {
-            tokio::time::sleep(hold).await;
+    let quotas: [Option<&TenantQuotas>; 2] = [Some(&call.broker.quotas), own.as_deref()];
+    let meters = [bytes, timed.then_some(Metered::RequestTime)];
+    // Over a quota, the call waits here: that holds its connection back, as Kafka mutes a
+    // throttled channel.
+    let hold = meters
+        .iter()
+        .flatten()
+        .flat_map(|m| quotas.iter().flatten().map(|q| q.debt(*m)))
+        .max()
+        .unwrap_or_default();
+    if !hold.is_zero() {
+        tokio::time::sleep(hold).await;
+    }
+    let (mut response, handling) = timed_polls(A::handle(&call, request)).await;
+    // Handled, then charged: the throttle applies to what comes next.
+    let mut throttle = std::time::Duration::ZERO;
+    if let Some(metered) = bytes {
+        let charged = A::charged(request_bytes, response.as_ref());
+        for quota in quotas.iter().flatten() {
+            throttle = throttle.max(quota.charge(metered, charged));
         }
     }
-    let mut response = A::handle(&call, request).await;
-    if let Some(metered) = metered {
-        // Handled, then charged: the throttle applies to what comes next.
-        let charged = A::charged(request_bytes, response.as_ref());
-        let throttle = call.broker.quotas.charge(metered, charged).max(
-            own.as_ref()
-                .map_or(std::time::Duration::ZERO, |q| q.charge(metered, charged)),
-        );
-        if let Some(response) = response.as_mut() {
-            A::throttled(response, throttle_ms(throttle));
+    if timed {
+        let busy = micros(decoding + handling);
+        for quota in quotas.iter().flatten() {
+            throttle = throttle.max(quota.charge(Metered::RequestTime, busy));
         }
+    }
+    if let Some(response) = response.as_mut() {
+        response.set_throttle_ms(throttle_ms(throttle));
     }
     match response {
         Some(response) => encode(A::KEY, call.version, call.correlation_id, &response),

@@ -251,6 +251,7 @@ impl ControllerService {
                 fetch_bytes_per_sec: quota.fetch_bytes_per_sec,
                 requests_per_sec: quota.requests_per_sec,
                 partitions: quota.partitions,
+                request_percentage: quota.request_percentage,
             })
             .collect();
         let mut keys_in_force: Vec<_> = self

@@ -262,3 +262,59 @@ fn a_principal_producing_above_its_quota_is_held_to_it_and_loses_nothing() {
     broker.stop();
     cp.stop();
 }
+
+/// Kafka's request-time quota: a principal allowed 1% of a request thread who sends
+/// Metadata requests back to back is told to back off (`throttle_time_ms`) and held back,
+/// while an unlimited principal of the same tenant is not.
+#[test]
+fn a_principal_over_its_request_time_quota_is_throttled_and_others_are_not() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("kafka_request_time").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(
+        Command::new(SKEIN)
+            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
+            .env(
+                "SKEIN_CONTROLLER_TOKEN_FILE",
+                controller_token_file("broker", &["acme"]),
+            )
+            .env("SKEIN_BROKER_NODE_ID", "1")
+            .args([
+                "--listeners",
+                "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "--heartbeat-interval-secs",
+                "1",
+            ])
+            .arg("--data-dir")
+            .arg(data.path()),
+    );
+    let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
+    let busy = principal(&admin_addr, "busy", &[("TOPIC", "*", "DESCRIBE")]);
+    let free = principal(&admin_addr, "free", &[("TOPIC", "*", "DESCRIBE")]);
+    admin(
+        &admin_addr,
+        "PUT",
+        "/v1/tenants/acme/principals/busy/quota",
+        r#"{"request_percentage":1}"#,
+    );
+    // The quota reaches the broker with the metadata stream.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let hammered = call(&python, &sasl, &busy, &["hammer", "6"]);
+    let unlimited = call(&python, &sasl, &free, &["hammer", "6"]);
+    println!("1% of a thread: {hammered}; unlimited: {unlimited}");
+    assert!(
+        hammered["throttle_events"].as_u64().unwrap() > 0,
+        "{hammered}"
+    );
+    assert_eq!(unlimited["throttle_events"], 0, "{unlimited}");
+    assert!(
+        hammered["calls"].as_u64().unwrap() < unlimited["calls"].as_u64().unwrap(),
+        "the throttled principal was not held back: {hammered} vs {unlimited}"
+    );
+
+    broker.stop();
+    cp.stop();
+}

@@ -36,6 +36,7 @@ impl Api for ApiVersions {
     type Response = ApiVersionsResponse;
     const KEY: ApiKey = ApiKey::ApiVersions;
     const VERSIONS: (i16, i16) = (0, 4);
+    const EXEMPT_FROM_REQUEST_TIME: bool = true;
 
     async fn handle(_call: &Call<'_>, _request: ApiVersionsRequest) -> Option<ApiVersionsResponse> {
         Some(handle())

@@ -336,8 +336,4 @@ impl Api for Fetch {
             .filter_map(|partition| partition.records.as_ref().map(|r| r.len() as u64))
             .sum()
     }
-
-    fn throttled(response: &mut FetchResponse, ms: i32) {
-        response.throttle_time_ms = ms;
-    }
 }

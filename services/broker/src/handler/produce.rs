@@ -194,8 +194,4 @@ impl Api for Produce {
     fn charged(request_bytes: usize, _response: Option<&ProduceResponse>) -> u64 {
         request_bytes as u64
     }
-
-    fn throttled(response: &mut ProduceResponse, ms: i32) {
-        response.throttle_time_ms = ms;
-    }
 }

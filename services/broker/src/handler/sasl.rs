@@ -38,6 +38,7 @@ impl Api for SaslHandshake {
     type Response = SaslHandshakeResponse;
     const KEY: ApiKey = ApiKey::SaslHandshake;
     const VERSIONS: (i16, i16) = (0, 1);
+    const EXEMPT_FROM_REQUEST_TIME: bool = true;
 
     async fn handle(call: &Call<'_>, request: SaslHandshakeRequest) -> Option<Self::Response> {
         let offered = mechanisms(call.broker);
@@ -95,6 +96,7 @@ impl Api for SaslAuthenticate {
     type Response = SaslAuthenticateResponse;
     const KEY: ApiKey = ApiKey::SaslAuthenticate;
     const VERSIONS: (i16, i16) = (0, 2);
+    const EXEMPT_FROM_REQUEST_TIME: bool = true;
 
     async fn handle(call: &Call<'_>, request: SaslAuthenticateRequest) -> Option<Self::Response> {
         let session = call.session;

@@ -17,8 +17,9 @@ use skein_http::ApiJson;
 #[derive(Debug, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuotaLimits {
-    /// Bytes produced per second. A principal's is enforced by the gateway; the tenant's by
-    /// the gateway and by the brokers, which throttle Kafka clients and the gateways alike.
+    /// Bytes produced per second. A principal's is enforced by the gateway and by the
+    /// brokers on the principal's authenticated Kafka connections; the tenant's by the
+    /// gateway and by the brokers, which throttle Kafka clients and the gateways alike.
     pub produce_bytes_per_sec: Option<i64>,
     /// Bytes fetched per second, enforced as the produce rate is.
     pub fetch_bytes_per_sec: Option<i64>,
@@ -27,6 +28,11 @@ pub struct QuotaLimits {
     /// The most partitions the tenant's topics may have in all: creating or growing a topic
     /// past it is refused (409 here, POLICY_VIOLATION to Kafka clients). Tenant-wide only.
     pub partitions: Option<i64>,
+    /// Kafka's request-time quota, enforced by the brokers: the share of one
+    /// request-handling thread's time the tenant's (or the principal's) Kafka requests may
+    /// take, in percent (100 is one thread's whole time; 250 two and a half). Over it,
+    /// requests wait and answers carry `throttle_time_ms`.
+    pub request_percentage: Option<i64>,
 }
 
 /// A quota and whom it limits.
@@ -55,6 +61,7 @@ fn quota(limits: &QuotaLimits) -> Quota {
         fetch_bytes_per_sec: limits.fetch_bytes_per_sec,
         requests_per_sec: limits.requests_per_sec,
         partitions: limits.partitions,
+        request_percentage: limits.request_percentage,
     }
 }
 
@@ -64,6 +71,7 @@ fn limits(quota: &Quota) -> QuotaLimits {
         fetch_bytes_per_sec: quota.fetch_bytes_per_sec,
         requests_per_sec: quota.requests_per_sec,
         partitions: quota.partitions,
+        request_percentage: quota.request_percentage,
     }
 }
 
