@@ -3,6 +3,9 @@
 Usage: sasl_acls.py BOOTSTRAP KEY SECRET OPERATION ARGS...
 KEY and SECRET are an API key (SASL/PLAIN); with KEY "OAUTHBEARER", SECRET is a JWT.
   produce TOPIC         one record with confluent-kafka (acks=all)
+  produce-to TOPIC P    one record to partition P
+  brokers TOPIC         the brokers Metadata names ({id: "host:port"}) and each partition's
+                        leader
   read TOPIC            reads partition 0 from the start without a group (assign)
   consume TOPIC GROUP   reads partition 0 from the start through the group and commits
   metadata              the topics Metadata lists
@@ -48,11 +51,11 @@ def name(error):
     return KafkaError(error.code()).name() if hasattr(error, "code") else str(error)
 
 
-def produce(topic, idempotent=False):
+def produce(topic, idempotent=False, partition=0):
     delivered = []
     producer = Producer({**CONFIG, "acks": "all", "message.timeout.ms": 10000,
                          "enable.idempotence": idempotent})
-    producer.produce(topic, value=b"matrix", partition=0,
+    producer.produce(topic, value=b"matrix", partition=partition,
                      on_delivery=lambda err, msg: delivered.append(err))
     try:
         producer.flush(15)
@@ -132,6 +135,14 @@ if OPERATION == "produce":
     out["result"] = produce(ARGS[0])
 elif OPERATION == "init-producer-id":
     out["result"] = produce(ARGS[0], idempotent=True)
+elif OPERATION == "produce-to":
+    out["result"] = produce(ARGS[0], partition=int(ARGS[1]))
+elif OPERATION == "brokers":
+    described = admin.list_topics(ARGS[0], timeout=20)
+    out["result"] = "ok"
+    out["brokers"] = {str(b.id): f"{b.host}:{b.port}" for b in described.brokers.values()}
+    out["leaders"] = {str(p.id): p.leader
+                      for p in described.topics[ARGS[0]].partitions.values()}
 elif OPERATION == "read":
     out["result"] = read(ARGS[0])
 elif OPERATION == "consume":

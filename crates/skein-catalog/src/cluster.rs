@@ -17,10 +17,26 @@ pub struct BrokerRegistration {
     pub rack: Option<String>,
     /// The tenant its Kafka listener serves; `None` serves every tenant.
     pub tenant: Option<String>,
+    /// Every listener it advertises, `NAME://host:port,...`.
+    pub advertised_listeners: Option<String>,
     /// Changes on every broker start; heartbeats must name the current one.
     pub incarnation: String,
     pub registered_at: i64,
     pub heartbeat_at: i64,
+}
+
+/// What a broker registers: where it is and whom it serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewBroker<'a> {
+    pub node_id: i32,
+    /// Its inter-broker listener's address.
+    pub host: &'a str,
+    pub port: i32,
+    pub rack: Option<&'a str>,
+    /// The tenant its Kafka listener serves; `None` serves every tenant.
+    pub tenant: Option<&'a str>,
+    /// Every listener it advertises, `NAME://host:port,...`.
+    pub advertised_listeners: Option<&'a str>,
 }
 
 /// A held lease.
@@ -47,6 +63,7 @@ fn registration(row: &sqlx::any::AnyRow) -> Result<BrokerRegistration> {
         port: int("port")?,
         rack: row.try_get("rack")?,
         tenant: row.try_get("tenant")?,
+        advertised_listeners: row.try_get("advertised_listeners")?,
         incarnation: row.try_get("incarnation")?,
         registered_at: row.try_get("registered_at")?,
         heartbeat_at: row.try_get("heartbeat_at")?,
@@ -57,37 +74,37 @@ impl Catalog {
     /// Registers (or re-registers, after a restart) a broker under a new incarnation.
     pub async fn register_broker(
         &self,
-        node_id: i32,
-        host: &str,
-        port: i32,
-        rack: Option<&str>,
-        tenant: Option<&str>,
+        broker: &NewBroker<'_>,
         incarnation: &str,
     ) -> Result<BrokerRegistration> {
         let now = now_ms();
         sqlx::query(
-            "INSERT INTO brokers (node_id, host, port, rack, tenant, incarnation, registered_at, \
-               heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
+            "INSERT INTO brokers (node_id, host, port, rack, tenant, advertised_listeners, \
+               incarnation, registered_at, heartbeat_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
              ON CONFLICT (node_id) DO UPDATE SET host = excluded.host, port = excluded.port, \
                rack = excluded.rack, tenant = excluded.tenant, \
+               advertised_listeners = excluded.advertised_listeners, \
                incarnation = excluded.incarnation, \
                registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at",
         )
-        .bind(i64::from(node_id))
-        .bind(host)
-        .bind(i64::from(port))
-        .bind(rack)
-        .bind(tenant)
+        .bind(i64::from(broker.node_id))
+        .bind(broker.host)
+        .bind(i64::from(broker.port))
+        .bind(broker.rack)
+        .bind(broker.tenant)
+        .bind(broker.advertised_listeners)
         .bind(incarnation)
         .bind(now)
         .execute(&self.pool)
         .await?;
         Ok(BrokerRegistration {
-            node_id,
-            host: host.to_owned(),
-            port,
-            rack: rack.map(str::to_owned),
-            tenant: tenant.map(str::to_owned),
+            node_id: broker.node_id,
+            host: broker.host.to_owned(),
+            port: broker.port,
+            rack: broker.rack.map(str::to_owned),
+            tenant: broker.tenant.map(str::to_owned),
+            advertised_listeners: broker.advertised_listeners.map(str::to_owned),
             incarnation: incarnation.to_owned(),
             registered_at: now,
             heartbeat_at: now,
@@ -110,8 +127,8 @@ impl Catalog {
     /// Brokers that heartbeat at or after `since` (ms), by node id.
     pub async fn live_brokers(&self, since: i64) -> Result<Vec<BrokerRegistration>> {
         let rows = sqlx::query(
-            "SELECT node_id, host, port, rack, tenant, incarnation, registered_at, heartbeat_at \
-             FROM brokers WHERE heartbeat_at >= $1 ORDER BY node_id",
+            "SELECT node_id, host, port, rack, tenant, advertised_listeners, incarnation, \
+               registered_at, heartbeat_at FROM brokers WHERE heartbeat_at >= $1 ORDER BY node_id",
         )
         .bind(since)
         .fetch_all(&self.pool)

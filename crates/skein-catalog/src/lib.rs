@@ -34,7 +34,7 @@ use sqlx::AnyPool;
 
 pub use acls::AclRecord;
 pub use api_keys::{ApiKey, KeyRefusal, NewApiKey};
-pub use cluster::{BrokerRegistration, Lease};
+pub use cluster::{BrokerRegistration, Lease, NewBroker};
 pub use error::{CatalogError, Result};
 pub use idempotency::{IdempotencyClaim, IDEMPOTENCY_KEY_TTL_MS};
 pub use names::{

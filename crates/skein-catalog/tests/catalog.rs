@@ -10,7 +10,8 @@ use skein_auth::{
     Principal, Resource, ResourceType,
 };
 use skein_catalog::{
-    Backend, Catalog, CatalogError, KeyRefusal, NewTopic, PartitionUpdate, PrincipalKind, Quota,
+    Backend, Catalog, CatalogError, KeyRefusal, NewBroker, NewTopic, PartitionUpdate,
+    PrincipalKind, Quota,
 };
 use skein_testkit::Postgres;
 
@@ -856,18 +857,36 @@ async fn quotas(catalog: &Catalog) {
 }
 
 async fn brokers_and_producer_ids(catalog: &Catalog) {
+    let broker = |node_id, host, port, rack, tenant| NewBroker {
+        node_id,
+        host,
+        port,
+        rack,
+        tenant,
+        advertised_listeners: None,
+    };
     let before = catalog
-        .register_broker(1, "10.0.0.1", 9092, Some("a"), Some("acme"), "inc-1")
+        .register_broker(
+            &broker(1, "10.0.0.1", 9092, Some("a"), Some("acme")),
+            "inc-1",
+        )
         .await
         .unwrap();
     catalog
-        .register_broker(2, "10.0.0.2", 9092, None, None, "inc-1")
+        .register_broker(&broker(2, "10.0.0.2", 9092, None, None), "inc-1")
         .await
         .unwrap();
     assert!(catalog.broker_heartbeat(1, "inc-1").await.unwrap());
     // A restart re-registers under a new incarnation; the old one can no longer heartbeat.
+    let listeners = "INTERNAL://10.0.0.9:9093,CLIENT://kafka-1.example.com:9094";
     catalog
-        .register_broker(1, "10.0.0.9", 9093, Some("a"), Some("acme"), "inc-2")
+        .register_broker(
+            &NewBroker {
+                advertised_listeners: Some(listeners),
+                ..broker(1, "10.0.0.9", 9093, Some("a"), Some("acme"))
+            },
+            "inc-2",
+        )
         .await
         .unwrap();
     assert!(!catalog.broker_heartbeat(1, "inc-1").await.unwrap());
@@ -877,6 +896,8 @@ async fn brokers_and_producer_ids(catalog: &Catalog) {
     assert_eq!(live.iter().map(|b| b.node_id).collect::<Vec<_>>(), [1, 2]);
     assert_eq!((live[0].host.as_str(), live[0].port), ("10.0.0.9", 9093));
     assert_eq!(live[1].rack, None);
+    assert_eq!(live[0].advertised_listeners.as_deref(), Some(listeners));
+    assert_eq!(live[1].advertised_listeners, None);
     assert_eq!(
         (live[0].tenant.as_deref(), live[1].tenant.as_deref()),
         (Some("acme"), None)

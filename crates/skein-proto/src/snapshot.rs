@@ -246,6 +246,7 @@ mod tests {
                 port: 9092,
                 rack: None,
                 tenant: None,
+                advertised_listeners: String::new(),
             }],
             topics: Vec::new(),
             acls: (0..acls)

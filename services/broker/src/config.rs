@@ -12,6 +12,14 @@ pub struct BrokerConfig {
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: u16,
+    /// The name of the listener at `advertised_host:advertised_port`, the one brokers
+    /// replicate over (Kafka's `inter.broker.listener.name`).
+    pub inter_broker_listener_name: String,
+    /// Every listener's advertised address, as `NAME://host:port,...` (Kafka's
+    /// `advertised.listeners`); registered with the controller so that each broker tells a
+    /// client the other brokers' addresses on the listener the client uses. Empty: the
+    /// inter-broker listener alone.
+    pub advertised_listeners: String,
     pub data_dir: PathBuf,
     /// `socket.request.max.bytes`: a larger frame closes the connection.
     pub max_request_bytes: usize,
@@ -76,6 +84,8 @@ impl BrokerConfig {
             rack: None,
             advertised_host: "127.0.0.1".to_owned(),
             advertised_port: 9092,
+            inter_broker_listener_name: "PLAINTEXT".to_owned(),
+            advertised_listeners: String::new(),
             data_dir: data_dir.into(),
             max_request_bytes: 100 * 1024 * 1024,
             fetch_max_bytes: 57_671_680,

@@ -30,6 +30,8 @@ pub struct BrokerIdentity {
     pub tenant: String,
     /// `broker.rack`: replicas of a partition are spread over racks.
     pub rack: Option<String>,
+    /// Every listener's advertised address, `NAME://host:port,...`.
+    pub advertised_listeners: String,
 }
 
 /// A registered broker's channels to the control-plane replicas.
@@ -98,6 +100,7 @@ impl ControllerLink {
                 port: self.identity.port,
                 rack: self.identity.rack.clone(),
                 tenant: Some(self.identity.tenant.clone()),
+                advertised_listeners: self.identity.advertised_listeners.clone(),
             }),
             incarnation: self.incarnation.clone(),
         };
@@ -281,6 +284,10 @@ impl ControllerLink {
                 host: b.host.clone(),
                 port: b.port,
                 rack: b.rack.clone(),
+                // A list that does not parse tells nothing: the broker is then known by
+                // its inter-broker address alone.
+                listeners: crate::listeners::parse_endpoints(&b.advertised_listeners)
+                    .unwrap_or_default(),
             })
             .collect()
     }

@@ -164,7 +164,7 @@ impl Node {
         ];
         let (stop_serving, _) = watch::channel(false);
         let info = ListenerInfo {
-            name: "PLAINTEXT".to_owned(),
+            name: broker.config.inter_broker_listener_name.clone(),
             protocol: SecurityProtocol::Plaintext,
             advertised_host: broker.config.advertised_host.clone(),
             advertised_port: broker.config.advertised_port,

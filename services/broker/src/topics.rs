@@ -91,9 +91,30 @@ fn newest(old: &Placement, new: &Placement) -> Placement {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerEndpoint {
     pub node_id: i32,
+    /// Its inter-broker listener's address.
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// Every listener it advertises, by name; empty when it registered only `host:port`.
+    pub listeners: Vec<crate::listeners::Endpoint>,
+}
+
+impl BrokerEndpoint {
+    /// The broker as a client of `listener` reaches it: at that listener's advertised
+    /// address, as Kafka answers (every broker of a cluster has the same listener names);
+    /// `None` when it lacks that listener. A broker that registered no listener list is
+    /// reached at its one address.
+    pub fn on(&self, listener: &str) -> Option<Self> {
+        if self.listeners.is_empty() {
+            return Some(self.clone());
+        }
+        let endpoint = self.listeners.iter().find(|e| e.name == listener)?;
+        Some(Self {
+            host: endpoint.host.clone(),
+            port: i32::from(endpoint.port),
+            ..self.clone()
+        })
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use skein_catalog::{Catalog, CatalogError};
+use skein_catalog::{Catalog, CatalogError, NewBroker};
 
 use crate::credentials::{self, ControllerCaller, CredentialVerifier, Role};
 use crate::scram_credentials;
@@ -83,6 +83,9 @@ pub struct Leadership {
 }
 
 /// How long a controlled shutdown is remembered without the broker registering again.
+/// The longest `advertised_listeners` a broker may register: it goes into every snapshot.
+const MAX_ADVERTISED_LISTENERS_BYTES: usize = 4096;
+
 const SHUTDOWN_REMEMBERED: Duration = Duration::from_secs(120);
 
 impl Leadership {
@@ -216,6 +219,7 @@ impl ControllerService {
                 port: b.port,
                 rack: b.rack,
                 tenant: b.tenant,
+                advertised_listeners: b.advertised_listeners.unwrap_or_default(),
             })
             .collect();
         let mut partitions: BTreeMap<String, Vec<skein_catalog::Partition>> = BTreeMap::new();
@@ -419,14 +423,23 @@ impl Controller for ControllerService {
                 "a registration needs an incarnation, a host and a port",
             ));
         }
+        if broker.advertised_listeners.len() > MAX_ADVERTISED_LISTENERS_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "advertised listeners are limited to {MAX_ADVERTISED_LISTENERS_BYTES} bytes"
+            )));
+        }
         self.leadership.started(broker.node_id);
         self.catalog
             .register_broker(
-                broker.node_id,
-                &broker.host,
-                broker.port,
-                broker.rack.as_deref(),
-                broker.tenant.as_deref(),
+                &NewBroker {
+                    node_id: broker.node_id,
+                    host: &broker.host,
+                    port: broker.port,
+                    rack: broker.rack.as_deref(),
+                    tenant: broker.tenant.as_deref(),
+                    advertised_listeners: Some(broker.advertised_listeners.as_str())
+                        .filter(|listeners| !listeners.is_empty()),
+                },
                 &request.incarnation,
             )
             .await

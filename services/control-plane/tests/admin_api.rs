@@ -41,7 +41,17 @@ impl Server {
         let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
         for node in [1, 2] {
             catalog
-                .register_broker(node, "127.0.0.1", 9092, None, None, "test")
+                .register_broker(
+                    &skein_catalog::NewBroker {
+                        node_id: node,
+                        host: "127.0.0.1",
+                        port: 9092,
+                        rack: None,
+                        tenant: None,
+                        advertised_listeners: None,
+                    },
+                    "test",
+                )
                 .await
                 .unwrap();
         }

@@ -98,6 +98,7 @@ async fn register(client: &mut Client, node_id: i32) {
                 port: 9092,
                 rack: None,
                 tenant: None,
+                advertised_listeners: String::new(),
             }),
             incarnation: format!("start-{node_id}"),
         })
@@ -391,6 +392,7 @@ async fn callers_are_authenticated_and_held_to_their_role_and_tenants() {
             port: 9092,
             rack: None,
             tenant: Some(tenant.to_owned()),
+            advertised_listeners: String::new(),
         }),
         incarnation: format!("i-{node_id}"),
     };

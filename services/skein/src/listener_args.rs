@@ -193,15 +193,18 @@ impl ListenerArgs {
         }
         let mut main = None;
         let mut extra = Vec::new();
+        let mut advertised = Vec::new();
         for (index, spec) in specs.into_iter().enumerate() {
             let listener = bind(&spec.bind, &spec.name).await?;
             let address = listener.local_addr()?;
             let (host, port) = spec
                 .advertised
                 .unwrap_or_else(|| (address.ip().to_string(), address.port()));
+            advertised.push(format!("{}://{host}:{port}", spec.name));
             if index == inter_broker {
                 config.advertised_host = host;
                 config.advertised_port = port;
+                config.inter_broker_listener_name = spec.name;
                 main = Some(listener);
             } else {
                 let info = ListenerInfo {
@@ -215,6 +218,7 @@ impl ListenerArgs {
             }
         }
         let listener = main.context("the inter-broker listener was not bound")?;
+        config.advertised_listeners = advertised.join(",");
         Ok(Bound {
             listener,
             config,
@@ -246,6 +250,7 @@ pub(crate) fn identity(config: &BrokerConfig, tenant: &str) -> BrokerIdentity {
         port: i32::from(config.advertised_port),
         tenant: tenant.to_owned(),
         rack: config.rack.clone(),
+        advertised_listeners: config.advertised_listeners.clone(),
     }
 }
 

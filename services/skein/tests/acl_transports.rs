@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::admin::{admin, new_principal};
@@ -19,7 +18,7 @@ use common::grpc;
 use common::issuer::{serve_jwks, test_key};
 use common::kafka::RawKafka;
 use common::processes::*;
-use common::request;
+use common::{request, sasl_acls};
 use serde_json::json;
 use skein_proto::gateway as pb;
 
@@ -77,30 +76,16 @@ fn token(sub: &str) -> String {
     encode(&header, &claims, &key).unwrap()
 }
 
-/// The call over the native protocol: `tests/clients/sasl_acls.py` with OAUTHBEARER.
+/// The call over the native protocol: confluent-kafka with OAUTHBEARER.
 fn kafka(python: &str, bootstrap: &str, token: &str, call: Call) -> Outcome {
-    let script = format!(
-        "{}/../../tests/clients/sasl_acls.py",
-        env!("CARGO_MANIFEST_DIR")
-    );
     let args: Vec<&str> = match call {
         Call::Produce => vec!["produce", "orders"],
         Call::Read => vec!["read", "orders"],
         Call::Consume(group) => vec!["consume", "orders", group],
         Call::ListTopics => vec!["metadata"],
     };
-    let out = Command::new("timeout")
-        .args(["120", python, &script, bootstrap, "OAUTHBEARER", token])
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let who = ("OAUTHBEARER".to_owned(), token.to_owned());
+    let answer = sasl_acls(python, bootstrap, &who, &args);
     match answer["result"].as_str().unwrap() {
         "ok" => match call {
             Call::ListTopics => Topics(
@@ -282,24 +267,17 @@ fn the_same_bindings_give_the_same_answers_over_kafka_rest_and_grpc() {
     let jwks = serve_jwks();
     let data = tempfile::tempdir().unwrap();
     let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .env("SKEIN_BROKER_AUTO_CREATE_TOPICS", "false")
-            .args([
+        acme_broker_command(
+            &controller,
+            data.path(),
+            &[
                 "--listeners",
                 "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
                 "--sasl-oauthbearer-jwks-endpoint-url",
                 &jwks,
-                "--heartbeat-interval-secs",
-                "1",
-            ])
-            .arg("--data-dir")
-            .arg(data.path()),
+            ],
+        )
+        .env("SKEIN_BROKER_AUTO_CREATE_TOPICS", "false"),
     );
     let plaintext = field(&broker.first_line, " on ");
     let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");

@@ -13,30 +13,15 @@ use std::process::Command;
 use common::admin::*;
 use common::kafka::RawKafka;
 use common::processes::*;
+use common::sasl_acls as call;
+
+/// A PLAINTEXT listener (for checks from outside the ACLs) and a SASL one.
+const LISTENERS: &str = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0";
 
 /// A principal of acme with an API key, allowed each (resource type, name, operation).
 fn principal(addr: &str, name: &str, allowed: &[(&str, &str, &str)]) -> (String, String) {
     new_principal(addr, "acme", name, allowed);
     issue_api_key(addr, "acme", name)
-}
-
-fn call(python: &str, sasl: &str, who: &(String, String), args: &[&str]) -> serde_json::Value {
-    let script = format!(
-        "{}/../../tests/clients/sasl_acls.py",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let out = Command::new("timeout")
-        .args(["120", python, &script, sasl, &who.0, &who.1])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
@@ -48,22 +33,8 @@ fn each_kafka_api_answers_as_the_principals_acls_say() {
     admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
     let data = tempfile::tempdir().unwrap();
     let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .env("SKEIN_BROKER_AUTO_CREATE_TOPICS", "false")
-            .args([
-                "--listeners",
-                "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-                "--heartbeat-interval-secs",
-                "1",
-            ])
-            .arg("--data-dir")
-            .arg(data.path()),
+        acme_broker_command(&controller, data.path(), &["--listeners", LISTENERS])
+            .env("SKEIN_BROKER_AUTO_CREATE_TOPICS", "false"),
     );
     let plaintext = field(&broker.first_line, " on ");
     let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
@@ -199,23 +170,7 @@ fn a_principal_producing_above_its_quota_is_held_to_it_and_loses_nothing() {
     let (cp, admin_addr, controller) = control_plane(&url);
     admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
     let data = tempfile::tempdir().unwrap();
-    let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .args([
-                "--listeners",
-                "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-                "--heartbeat-interval-secs",
-                "1",
-            ])
-            .arg("--data-dir")
-            .arg(data.path()),
-    );
+    let broker = acme_broker(&controller, data.path(), &["--listeners", LISTENERS]);
     let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
     admin(
         &admin_addr,
@@ -274,23 +229,7 @@ fn a_principal_over_its_request_time_quota_is_throttled_and_others_are_not() {
     let (cp, admin_addr, controller) = control_plane(&url);
     admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
     let data = tempfile::tempdir().unwrap();
-    let broker = Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", &controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .args([
-                "--listeners",
-                "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-                "--heartbeat-interval-secs",
-                "1",
-            ])
-            .arg("--data-dir")
-            .arg(data.path()),
-    );
+    let broker = acme_broker(&controller, data.path(), &["--listeners", LISTENERS]);
     let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
     let busy = principal(&admin_addr, "busy", &[("TOPIC", "*", "DESCRIBE")]);
     let free = principal(&admin_addr, "free", &[("TOPIC", "*", "DESCRIBE")]);

@@ -112,24 +112,6 @@ fn sasl_script_with(
         .unwrap_or_else(|| panic!("sasl_clients.py {args:?} failed"))
 }
 
-/// A broker of tenant acme (node 1) on `controller` with its data in `data`, given its
-/// listener arguments and any others.
-fn acme_broker(controller: &str, data: &std::path::Path, args: &[&str]) -> Process {
-    Process::start(
-        Command::new(SKEIN)
-            .args(["broker", "--control-plane", controller, "--tenant", "acme"])
-            .env(
-                "SKEIN_CONTROLLER_TOKEN_FILE",
-                controller_token_file("broker", &["acme"]),
-            )
-            .env("SKEIN_BROKER_NODE_ID", "1")
-            .args(["--heartbeat-interval-secs", "1"])
-            .args(args)
-            .arg("--data-dir")
-            .arg(data),
-    )
-}
-
 fn sasl_script(python: &str, bootstrap: &str, args: &[&str]) -> serde_json::Value {
     sasl_script_with(python, bootstrap, &[], args)
 }

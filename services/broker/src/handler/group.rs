@@ -77,6 +77,7 @@ async fn group_coordinator(
         .brokers()
         .into_iter()
         .find(|b| b.node_id == leader)
+        .and_then(|b| b.on(&listener.name))
         .map(|b| (b.node_id, b.host, b.port))
         .ok_or(ResponseError::CoordinatorNotAvailable)
 }

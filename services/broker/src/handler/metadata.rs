@@ -120,17 +120,24 @@ pub(crate) async fn handle(
 }
 
 /// The brokers clients may reach: the controller's live brokers serving this tenant, with
-/// this one always among them (a snapshot may predate its registration) at the address of
-/// the listener the client came in on; a broker on its own is the whole cluster. Other
-/// brokers are named at the address they registered (their inter-broker listener).
+/// this one always among them (a snapshot may predate its registration), each at the
+/// address of the listener the client came in on ([`BrokerEndpoint::on`]; a broker without
+/// that listener is left out, as Kafka leaves it out); a broker on its own is the whole
+/// cluster.
 pub(crate) fn cluster_brokers(broker: &Broker, listener: &ListenerInfo) -> Vec<BrokerEndpoint> {
-    let mut brokers = broker.topics.brokers();
-    brokers.retain(|b| b.node_id != broker.config.node_id);
+    let mut brokers: Vec<BrokerEndpoint> = broker
+        .topics
+        .brokers()
+        .into_iter()
+        .filter(|b| b.node_id != broker.config.node_id)
+        .filter_map(|b| b.on(&listener.name))
+        .collect();
     brokers.push(BrokerEndpoint {
         node_id: broker.config.node_id,
         host: listener.advertised_host.clone(),
         port: i32::from(listener.advertised_port),
         rack: broker.config.rack.clone(),
+        listeners: Vec::new(),
     });
     brokers.sort_by_key(|b| b.node_id);
     brokers

@@ -143,3 +143,29 @@ pub fn event_positions(id: &str, topic: &str) -> Option<String> {
     let (for_topic, pairs) = text.split_once('\n')?;
     (for_topic == topic).then(|| pairs.to_owned())
 }
+
+/// One Kafka call as an authenticated principal: `tests/clients/sasl_acls.py` with `who`
+/// (an API key and secret, or "OAUTHBEARER" and a token); its JSON answer.
+pub fn sasl_acls(
+    python: &str,
+    sasl: &str,
+    who: &(String, String),
+    args: &[&str],
+) -> serde_json::Value {
+    let script = format!(
+        "{}/../../tests/clients/sasl_acls.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = std::process::Command::new("timeout")
+        .args(["120", python, &script, sasl, &who.0, &who.1])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -348,3 +348,26 @@ pub fn wait_for<T>(mut attempt: impl FnMut() -> Option<T>) -> T {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// A broker of tenant acme (node 1) on `controller` with its data in `data`, given its
+/// listener arguments and any others; add environment before starting it.
+pub fn acme_broker_command(controller: &str, data: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = Command::new(SKEIN);
+    command
+        .args(["broker", "--control-plane", controller, "--tenant", "acme"])
+        .env(
+            "SKEIN_CONTROLLER_TOKEN_FILE",
+            controller_token_file("broker", &["acme"]),
+        )
+        .env("SKEIN_BROKER_NODE_ID", "1")
+        .args(["--heartbeat-interval-secs", "1"])
+        .args(args)
+        .arg("--data-dir")
+        .arg(data);
+    command
+}
+
+/// [`acme_broker_command`], started.
+pub fn acme_broker(controller: &str, data: &std::path::Path, args: &[&str]) -> Process {
+    Process::start(&mut acme_broker_command(controller, data, args))
+}
