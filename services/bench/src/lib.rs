@@ -24,7 +24,9 @@ use clap::Args;
 
 pub use brokers::{BrokerUnderTest, ChildBroker, SkeinBroker};
 pub use cluster::{measure_cluster, run_cluster, ClusterArgs, ClusterReport};
-pub use report::{GatewayRow, Report, SecuredRow, GRPC_PRODUCE_TARGET, SASL_SSL_TARGET};
+pub use report::{
+    GatewayRow, Report, SecuredRow, GRPC_PRODUCE_TARGET, SASL_SSL_TARGET, SECURED_PRODUCERS,
+};
 pub use workload::{
     GatewayAccess, GatewayApi, GatewayRun, GatewaySpec, GroupSpec, LatencySpec, ProduceSpec,
 };
@@ -198,7 +200,14 @@ fn measure_secured(
         let produced = workload::produce(bootstrap, &topic, &spec)?;
         eprintln!("skein: consume {spec} over {label}");
         let consumed = workload::consume(bootstrap, &topic, spec.partitions, spec.records)?;
-        runs.push((produced, consumed));
+        eprintln!("skein: produce {spec} over {label}, {SECURED_PRODUCERS} producers");
+        let parallel = workload::produce_with(
+            bootstrap,
+            &format!("{topic}-parallel"),
+            &spec,
+            SECURED_PRODUCERS,
+        )?;
+        runs.push((produced, consumed, parallel));
     }
     report.secured(SecuredRow {
         spec,
@@ -206,6 +215,8 @@ fn measure_secured(
         secured_produce: runs[1].0,
         plain_consume: runs[0].1,
         secured_consume: runs[1].1,
+        plain_produce_parallel: runs[0].2,
+        secured_produce_parallel: runs[1].2,
     });
     Ok(())
 }

@@ -21,7 +21,13 @@ pub struct SecuredRow {
     pub secured_produce: Throughput,
     pub plain_consume: Throughput,
     pub secured_consume: Throughput,
+    /// The same records from [`SECURED_PRODUCERS`] producers at once.
+    pub plain_produce_parallel: Throughput,
+    pub secured_produce_parallel: Throughput,
 }
+
+/// Producers sending at once in the SASL_SSL comparison's second produce run.
+pub const SECURED_PRODUCERS: u64 = 3;
 
 /// One gateway run beside librdkafka moving the same records.
 #[derive(Debug, Clone, Copy)]
@@ -297,6 +303,11 @@ impl fmt::Display for Report {
                 f,
                 "  produce  {}",
                 cells(&row.plain_produce, &row.secured_produce)
+            )?;
+            writeln!(
+                f,
+                "  produce  {} ({SECURED_PRODUCERS} producers)",
+                cells(&row.plain_produce_parallel, &row.secured_produce_parallel)
             )?;
             writeln!(
                 f,

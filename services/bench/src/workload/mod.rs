@@ -22,7 +22,7 @@ pub use gateway::{
 };
 pub use group::{group_assignment, GroupSpec};
 pub use latency::{latency, Latency, LatencySpec};
-pub use produce::{produce, ProduceSpec};
+pub use produce::{produce, produce_with, ProduceSpec};
 
 /// Records and payload bytes moved in a time.
 #[derive(Debug, Clone, Copy)]

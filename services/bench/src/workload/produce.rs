@@ -136,7 +136,50 @@ pub(crate) fn send_blocking(
 /// Produces `spec.records` unkeyed records of `spec.record_bytes` to a new `topic`; the time
 /// runs from the first send to the last delivery report.
 pub fn produce(bootstrap: &str, topic: &str, spec: &ProduceSpec) -> anyhow::Result<Throughput> {
+    produce_with(bootstrap, topic, spec, 1)
+}
+
+/// [`produce`] with the records split over `producers` librdkafka producers, each with
+/// connections (and a broker thread) of its own, sending at once: what several clients of
+/// one broker get together, rather than what one client's connection can carry.
+pub fn produce_with(
+    bootstrap: &str,
+    topic: &str,
+    spec: &ProduceSpec,
+    producers: u64,
+) -> anyhow::Result<Throughput> {
     create_replicated_topic(bootstrap, topic, spec.partitions, spec.replication)?;
+    let producers = producers.max(1);
+    let value = payload(spec.record_bytes);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let sending: Vec<_> = (0..producers)
+            .map(|index| {
+                let share = spec.records / producers + u64::from(index < spec.records % producers);
+                let value = &value;
+                scope.spawn(move || produce_share(bootstrap, topic, spec, share, value))
+            })
+            .collect();
+        sending.into_iter().try_for_each(|one| {
+            one.join()
+                .map_err(|_| anyhow::anyhow!("a producer thread panicked"))?
+        })
+    })?;
+    Ok(Throughput {
+        records: spec.records,
+        bytes: spec.records * spec.record_bytes as u64,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// One producer's `records` of `value`, all delivered or an error.
+fn produce_share(
+    bootstrap: &str,
+    topic: &str,
+    spec: &ProduceSpec,
+    records: u64,
+    value: &[u8],
+) -> anyhow::Result<()> {
     let context = CountingContext::default();
     let deliveries = Arc::clone(&context.0);
     let producer: ThreadedProducer<CountingContext> = client_config(bootstrap)
@@ -146,25 +189,17 @@ pub fn produce(bootstrap: &str, topic: &str, spec: &ProduceSpec) -> anyhow::Resu
         .set("compression.type", "none")
         .set("queue.buffering.max.messages", "1000000")
         .create_with_context(context)?;
-    let value = payload(spec.record_bytes);
-    let start = Instant::now();
-    for _ in 0..spec.records {
-        send_blocking(&producer, BaseRecord::to(topic).payload(&value[..]))?;
+    for _ in 0..records {
+        send_blocking(&producer, BaseRecord::to(topic).payload(value))?;
     }
     producer.flush(Timeout::After(Duration::from_secs(300)))?;
-    let elapsed = start.elapsed();
     let delivered = deliveries.delivered.load(Ordering::Relaxed);
     let failed = deliveries.failed.load(Ordering::Relaxed);
-    if failed > 0 || delivered != spec.records {
+    if failed > 0 || delivered != records {
         let first = deliveries.first_error.lock().ok().and_then(|e| e.clone());
         bail!(
-            "{delivered} of {} records delivered, {failed} failed (first error: {first:?})",
-            spec.records
+            "{delivered} of {records} records delivered, {failed} failed (first error: {first:?})"
         );
     }
-    Ok(Throughput {
-        records: spec.records,
-        bytes: spec.records * spec.record_bytes as u64,
-        elapsed,
-    })
+    Ok(())
 }
