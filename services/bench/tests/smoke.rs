@@ -92,6 +92,12 @@ fn the_sasl_ssl_workload_moves_every_record_through_skein_dev() {
     let consumed = workload::consume(&secured, "secured", spec.partitions, spec.records).unwrap();
     assert_eq!(consumed.records, spec.records);
     assert_eq!(consumed.bytes, produced.bytes);
+    // Three producers at once deliver every record between them.
+    let parallel = workload::produce_with(&secured, "secured-parallel", &spec, 3).unwrap();
+    assert_eq!(parallel.records, spec.records);
+    let read =
+        workload::consume(&secured, "secured-parallel", spec.partitions, spec.records).unwrap();
+    assert_eq!(read.records, spec.records);
     // The same listener without the API key gets nowhere.
     let (address, settings) = secured.split_once('?').unwrap();
     let anonymous = format!(
