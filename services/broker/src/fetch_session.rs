@@ -54,8 +54,20 @@ struct Session {
 
 #[derive(Debug, Default)]
 struct Sessions {
-    next_id: i32,
     by_id: HashMap<i32, Session>,
+}
+
+/// A new session's id: random, so that a client cannot guess another client's session and
+/// close or advance it (which would make that client start its session again); never 0
+/// (no session) and never one in use. There are at most `MAX_SESSIONS` in use, so the
+/// first draw almost always serves.
+fn fresh_id(in_use: &HashMap<i32, Session>) -> i32 {
+    loop {
+        let id = i32::try_from(rand::random::<u32>() >> 1).unwrap_or(1);
+        if id != 0 && !in_use.contains_key(&id) {
+            return id;
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -95,8 +107,7 @@ impl FetchSessions {
                     inner.by_id.remove(&oldest);
                 }
             }
-            inner.next_id = next(inner.next_id.max(0));
-            let id = inner.next_id;
+            let id = fresh_id(&inner.by_id);
             let partitions = requested
                 .iter()
                 .map(|t| {
@@ -188,5 +199,56 @@ impl FetchSessions {
         p.high_watermark = high_watermark;
         p.log_start = log_start;
         moved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(partition: i32) -> FetchTarget {
+        FetchTarget {
+            topic: "t".to_owned(),
+            topic_id: Uuid::nil(),
+            partition,
+            fetch_offset: 0,
+            max_bytes: 1024,
+            current_leader_epoch: -1,
+        }
+    }
+
+    fn open(sessions: &FetchSessions) -> i32 {
+        match sessions.update(0, 0, vec![target(0)], &[]) {
+            SessionOutcome::Full { session_id, .. } => session_id,
+            _ => panic!("a full fetch opens a session"),
+        }
+    }
+
+    #[test]
+    fn sessions_get_distinct_unguessable_ids_and_follow_their_epochs() {
+        let sessions = FetchSessions::default();
+        let ids: std::collections::HashSet<i32> = (0..64).map(|_| open(&sessions)).collect();
+        assert_eq!(ids.len(), 64);
+        assert!(ids.iter().all(|id| *id > 0));
+        // Not handed out in order: a client cannot name the next one from its own.
+        let mut sorted: Vec<i32> = ids.iter().copied().collect();
+        sorted.sort_unstable();
+        assert!(sorted.windows(2).any(|w| w[1] - w[0] > 1));
+        // An id never handed out names no session.
+        let unknown = (1..).find(|id| !ids.contains(id)).unwrap_or(1);
+        assert!(matches!(
+            sessions.update(unknown, 1, Vec::new(), &[]),
+            SessionOutcome::Error(ResponseError::FetchSessionIdNotFound)
+        ));
+
+        let id = open(&sessions);
+        assert!(matches!(
+            sessions.update(id, 1, Vec::new(), &[]),
+            SessionOutcome::Incremental { .. }
+        ));
+        assert!(matches!(
+            sessions.update(id, 1, Vec::new(), &[]),
+            SessionOutcome::Error(ResponseError::InvalidFetchSessionEpoch)
+        ));
     }
 }
