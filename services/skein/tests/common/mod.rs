@@ -152,20 +152,10 @@ pub fn sasl_acls(
     who: &(String, String),
     args: &[&str],
 ) -> serde_json::Value {
-    let script = format!(
-        "{}/../../tests/clients/sasl_acls.py",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let out = std::process::Command::new("timeout")
-        .args(["120", python, &script, sasl, &who.0, &who.1])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let args: Vec<&str> = [who.0.as_str(), who.1.as_str()]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let out = processes::script(python, "sasl_acls.py", sasl, &args);
+    serde_json::from_str(&out).unwrap()
 }
