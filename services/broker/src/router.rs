@@ -261,9 +261,10 @@ pub(crate) async fn dispatch(
 /// time that leaves.
 async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, ConnectionError> {
     let request_bytes = body.len();
-    let (request, decoding) =
-        timed_polls(async { A::Request::decode(&mut body, call.version) }).await;
-    let request = request.map_err(|e| malformed(A::KEY, call.version, e))?;
+    let decoding_started = std::time::Instant::now();
+    let request = A::Request::decode(&mut body, call.version)
+        .map_err(|e| malformed(A::KEY, call.version, e))?;
+    let decoding = decoding_started.elapsed();
     let counted = A::is_metered(&request);
     let bytes = A::METERED.filter(|_| counted);
     let timed = counted && !A::EXEMPT_FROM_REQUEST_TIME;
