@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 BOOTSTRAP, PHASE, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -31,8 +31,17 @@ if PHASE == "coordinator":
 elif PHASE == "consume":
     topic, partitions, group, stop_path, out_path = (
         ARGS[0], int(ARGS[1]), ARGS[2], ARGS[3], ARGS[4])
+    # What a failure is read from: the errors polled and committed, by name, and the last
+    # offset read of every partition with the time it came.
+    errors = {}
+    last_read = {}
+
+    def count_error(name):
+        errors[name] = errors.get(name, 0) + 1
+
     config = {
         "bootstrap.servers": BOOTSTRAP,
+        "error_cb": lambda e: count_error("client " + e.name()),
         "group.id": group,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
@@ -41,7 +50,9 @@ elif PHASE == "consume":
         "fetch.wait.max.ms": 100,
         "topic.metadata.refresh.interval.ms": 1000,
     }
-    consumer = Consumer(config)
+    # The member's own account of its group and fetches goes to its log (stderr), where a
+    # failed run is read from.
+    consumer = Consumer({**config, "debug": "cgrp,topic,fetch"})
     read = set()
     acked = {}
     counts = {"commits_acked": 0, "commits_failed": 0, "assignments": 0}
@@ -60,13 +71,17 @@ elif PHASE == "consume":
     def commit():
         try:
             answered = consumer.commit(asynchronous=False)
-        except KafkaException:
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError._NO_OFFSET:
+                return True  # every offset read is committed already
             counts["commits_failed"] += 1
-            return
+            count_error("commit " + e.args[0].name())
+            return False
         counts["commits_acked"] += 1
         for tp in answered or []:
             if tp.error is None and tp.offset >= 0:
                 acked[tp.partition] = max(acked.get(tp.partition, -1), tp.offset)
+        return True
 
     ends = None  # the high watermarks once the producer stopped
     deadline = None
@@ -80,9 +95,13 @@ elif PHASE == "consume":
                 for p in range(partitions))):
             break
         msg = consumer.poll(0.2)
-        if msg is None or msg.error():
+        if msg is None:
+            continue
+        if msg.error():
+            count_error("poll " + msg.error().name())
             continue
         read.add((msg.partition(), msg.offset()))
+        last_read[str(msg.partition())] = [msg.offset(), round(time.time(), 1)]
         if msg.partition() in resuming:
             resuming.discard(msg.partition())
             if msg.offset() < acked.get(msg.partition(), -1):
@@ -93,9 +112,8 @@ elif PHASE == "consume":
             since_commit = 0
             commit()
     deadline = time.time() + 60
-    before = counts["commits_acked"]
-    while counts["commits_acked"] == before and time.time() < deadline:
-        commit()
+    while not commit() and time.time() < deadline:
+        time.sleep(0.1)
     consumer.close()
     # What the group holds now, read by a consumer that never joined it.
     checker = Consumer(config)
@@ -116,6 +134,9 @@ elif PHASE == "consume":
             "acked": {str(p): o for p, o in acked.items()},
             "committed": {str(p): o for p, o in committed.items()},
             "rewinds": rewinds,
+            "errors": errors,
+            "last_read": last_read,
+            "finished": round(time.time(), 1),
             **counts,
         }) + "\n")
 else:

@@ -52,6 +52,20 @@ fn client(name: &str) -> String {
     )
 }
 
+/// The last lines of a client's log, for a failure's message.
+fn log_tail(path: &std::path::Path) -> String {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(60)..].join("\n")
+}
+
+/// Seconds since the epoch, to line kills up with the consumer's record of what it read.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 #[test]
 fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
     let kills: usize = std::env::var("SKEIN_GROUP_FAILOVER_KILLS")
@@ -84,6 +98,11 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
     // watermarks it reads then include every acknowledged record.
     let drained = work.path().join("drained");
     let read = work.path().join("read.json");
+    // The clients' logs go to files: librdkafka logs every refused reconnection while a
+    // broker is down, and a pipe nobody reads fills after 64 KiB and blocks the client's
+    // broker threads in the middle of the run.
+    let producer_log = work.path().join("producer.log");
+    let consumer_log = work.path().join("consumer.log");
     let mut producer = Command::new(&python)
         .arg(client("durable.py"))
         .arg(&all)
@@ -91,7 +110,7 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
         .arg(&acked)
         .arg(&stop)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(&producer_log).unwrap())
         .spawn()
         .unwrap();
     let mut consumer = Command::new(&python)
@@ -101,7 +120,7 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
         .arg(&drained)
         .arg(&read)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(&consumer_log).unwrap())
         .spawn()
         .unwrap();
 
@@ -123,7 +142,7 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
         std::thread::sleep(Duration::from_secs(3));
         let (process, _) = brokers[victim - 1].take().unwrap();
         process.kill();
-        victims.push(victim);
+        victims.push((victim, unix_now()));
         // Another broker takes the group over.
         wait_for(|| coordinator(&python, &cluster::addresses(&brokers)).filter(|c| *c != victim));
         brokers[victim - 1] = Some(broker(&controller, dirs[victim - 1].path(), victim as i32));
@@ -131,12 +150,18 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
     std::thread::sleep(Duration::from_secs(3));
     std::fs::write(&stop, b"").unwrap();
     let produced = exits_within(&mut producer, Duration::from_secs(300));
-    assert!(produced.success(), "the producer failed");
+    assert!(
+        produced.success(),
+        "the producer failed: {}",
+        log_tail(&producer_log)
+    );
     std::fs::write(&drained, b"").unwrap();
     let consumed = exits_within(&mut consumer, Duration::from_secs(300));
-    let mut err = String::new();
-    std::io::Read::read_to_string(consumer.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(consumed.success(), "the consumer failed: {err}");
+    assert!(
+        consumed.success(),
+        "the consumer failed: {}",
+        log_tail(&consumer_log)
+    );
 
     let outcome: serde_json::Value =
         serde_json::from_str(std::fs::read_to_string(&read).unwrap().trim()).unwrap();
@@ -166,7 +191,8 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
     }
     println!(
         "coordinators killed {victims:?}: records acknowledged {} / read {} / unread {unread}; \
-         commits acknowledged {} / failed {}; assignments {}, rewinds {}; acknowledged commit vs held at the end {} / {}",
+         commits acknowledged {} / failed {}; assignments {}, rewinds {}; acknowledged commit vs held at the end {} / {}; \
+         errors {}; last read (offset, when) {}; finished {}; client logs {} / {} bytes",
         acknowledged.len(),
         read.len(),
         outcome["commits_acked"],
@@ -175,10 +201,20 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
         outcome["rewinds"],
         outcome["acked"],
         outcome["committed"],
+        outcome["errors"],
+        outcome["last_read"],
+        outcome["finished"],
+        std::fs::metadata(&producer_log).map_or(0, |m| m.len()),
+        std::fs::metadata(&consumer_log).map_or(0, |m| m.len()),
     );
     assert!(!acknowledged.is_empty());
     assert!(outcome["commits_acked"].as_u64().unwrap() > 0, "{outcome}");
-    assert_eq!(unread, 0, "acknowledged records the group never read");
+    assert_eq!(
+        unread,
+        0,
+        "acknowledged records the group never read; the consumer's log ends with: {}",
+        log_tail(&consumer_log)
+    );
     // The member joined again after the failovers (else nothing was resumed and checked).
     assert!(
         outcome["assignments"].as_u64().unwrap() > 1,
