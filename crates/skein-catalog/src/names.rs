@@ -48,6 +48,29 @@ pub fn refuse_internal_topic(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The longest a tenant's name and a topic's, joined by a `.`, may be: Kafka's topic name
+/// limit. A broker serving every tenant keeps topic `orders` of tenant `acme` as
+/// `acme.orders`, in its log directory names too, so every topic must fit that way whichever
+/// brokers serve it.
+pub const MAX_QUALIFIED_TOPIC_NAME: usize = 249;
+
+/// [`validate_topic_name`], and the name fits beside its tenant's
+/// ([`MAX_QUALIFIED_TOPIC_NAME`]).
+pub fn validate_tenant_topic_name(tenant: &str, name: &str) -> Result<()> {
+    validate_topic_name(name)?;
+    let room = MAX_QUALIFIED_TOPIC_NAME.saturating_sub(tenant.len() + 1);
+    if name.len() > room {
+        return Err(CatalogError::Invalid {
+            what: "topic name",
+            reason: format!(
+                "{name:?} is {} characters long; tenant {tenant:?}'s topic names may have at most {room}",
+                name.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Kafka's topic name rules: 1-249 of `a-zA-Z0-9._-`, and not `.` or `..`; names starting
 /// with `__` (`__consumer_offsets`, `__transaction_state`, ...) belong to the cluster.
 pub fn validate_topic_name(name: &str) -> Result<()> {
@@ -111,5 +134,11 @@ mod tests {
         ] {
             assert!(validate_topic_name(bad).is_err(), "{bad}");
         }
+        // Beside its tenant's name, a topic's fits Kafka's 249.
+        assert!(validate_tenant_topic_name("acme", &"t".repeat(244)).is_ok());
+        assert!(validate_tenant_topic_name("acme", &"t".repeat(245)).is_err());
+        assert!(validate_tenant_topic_name(&"a".repeat(63), &"t".repeat(185)).is_ok());
+        assert!(validate_tenant_topic_name(&"a".repeat(63), &"t".repeat(186)).is_err());
+        assert!(validate_tenant_topic_name("acme", "__x").is_err());
     }
 }

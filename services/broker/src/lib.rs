@@ -29,6 +29,7 @@ mod replica_fetcher;
 mod replication_throttle;
 mod router;
 pub mod sasl;
+pub mod scope;
 pub mod ssl_principal;
 pub mod tls;
 pub mod topics;

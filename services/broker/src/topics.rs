@@ -12,6 +12,7 @@ use parking_lot::RwLock;
 use uuid::Uuid;
 
 use crate::controller_link::{Reason, TopicShape};
+use crate::scope::Tenancy;
 
 /// What is known of one topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,6 +144,8 @@ pub enum TopicError {
 #[derive(Debug)]
 pub struct TopicRegistry {
     source: Source,
+    /// Whether names are one tenant's plain ones or every tenant's qualified ones.
+    tenancy: Tenancy,
     topics: RwLock<BTreeMap<String, TopicInfo>>,
     /// Ids of topics this broker deleted, or saw replaced under their name: a snapshot that
     /// still carries one was computed before the change and is not applied for that topic.
@@ -261,6 +264,7 @@ impl TopicRegistry {
         }
         Ok(Self {
             source: Source::File(path),
+            tenancy: Tenancy::One,
             topics: RwLock::new(topics),
             retired: parking_lot::Mutex::default(),
             fresh: parking_lot::Mutex::default(),
@@ -277,12 +281,34 @@ impl TopicRegistry {
         let topics = initial.into_iter().map(|t| (t.name.clone(), t)).collect();
         Self {
             source: Source::Controller(Box::new(link)),
+            tenancy: Tenancy::One,
             topics: RwLock::new(topics),
             retired: parking_lot::Mutex::default(),
             fresh: parking_lot::Mutex::default(),
             brokers: RwLock::default(),
             lookups: skein_quota::Lookups::default(),
         }
+    }
+
+    /// Whether names are one tenant's plain ones or every tenant's qualified ones.
+    pub fn tenancy(&self) -> Tenancy {
+        self.tenancy
+    }
+
+    /// Whether a kept name is one of the cluster's internal topics (by its plain part).
+    pub fn is_internal(&self, name: &str) -> bool {
+        self.tenancy.is_internal(name)
+    }
+
+    /// Refuses a kept name of an internal topic ([`refuse_internal`] on its plain part).
+    fn refuse_internal(&self, name: &str) -> Result<(), TopicError> {
+        refuse_internal(self.tenancy.split(name).1)
+    }
+
+    /// Kafka's rule for a kept name ([`validate_name`]), and not internal by its plain part.
+    fn validate(&self, name: &str) -> Result<(), TopicError> {
+        validate_name(name)?;
+        self.refuse_internal(name)
     }
 
     /// Whether the controller is the source of truth.
@@ -303,7 +329,8 @@ impl TopicRegistry {
             // rule may still hold one, and its log would be the cluster's own. The offsets
             // topic the controller made is the cluster's.
             if retired.contains(&topic.id)
-                || (is_internal(&topic.name) && topic.name != crate::group::OFFSETS_TOPIC)
+                || (self.is_internal(&topic.name)
+                    && self.tenancy.split(&topic.name).1 != crate::group::OFFSETS_TOPIC)
             {
                 continue;
             }
@@ -385,7 +412,7 @@ impl TopicRegistry {
     /// brought it yet (a topic created a moment ago through another broker or the admin
     /// API): read-your-writes across every API.
     pub async fn lookup(&self, name: &str) -> Option<TopicInfo> {
-        if is_internal(name) {
+        if self.is_internal(name) {
             return None;
         }
         if let Some(info) = self.get(name) {
@@ -396,7 +423,7 @@ impl TopicRegistry {
         let Source::Controller(link) = &self.source else {
             return None;
         };
-        if validate_name(name).is_err() {
+        if self.validate(name).is_err() {
             return None;
         }
         if !self.lookups.may_ask(name) {
@@ -437,7 +464,7 @@ impl TopicRegistry {
         self.topics
             .read()
             .values()
-            .filter(|t| !is_internal(&t.name))
+            .filter(|t| !self.is_internal(&t.name))
             .cloned()
             .collect()
     }
@@ -498,7 +525,7 @@ impl TopicRegistry {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicInfo, TopicError> {
-        validate_name(name)?;
+        self.validate(name)?;
         let partitions = match shape {
             TopicShape::Placed { partitions, .. } => *partitions,
             TopicShape::Assigned(assigned) => i32::try_from(assigned.len()).unwrap_or(i32::MAX),
@@ -566,7 +593,7 @@ impl TopicRegistry {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicInfo, TopicError> {
-        refuse_internal(name)?;
+        self.refuse_internal(name)?;
         if let Source::Controller(link) = &self.source {
             let info = link.set_configs(name, configs).await?;
             self.topics.write().insert(name.to_owned(), info.clone());
@@ -592,7 +619,7 @@ impl TopicRegistry {
 
     /// Removes a topic; its logs are the caller's to delete.
     pub async fn delete(&self, name: &str) -> Result<TopicInfo, TopicError> {
-        refuse_internal(name)?;
+        self.refuse_internal(name)?;
         if let Source::Controller(link) = &self.source {
             let Some(info) = self.get(name) else {
                 return Err(TopicError::NotFound {
@@ -632,7 +659,7 @@ impl TopicRegistry {
         assigned: &[Vec<i32>],
         validate_only: bool,
     ) -> Result<TopicInfo, TopicError> {
-        refuse_internal(name)?;
+        self.refuse_internal(name)?;
         let Some(info) = self.get(name) else {
             return Err(TopicError::NotFound {
                 name: name.to_owned(),

@@ -206,6 +206,7 @@ impl TopicOps {
         configs: BTreeMap<String, String>,
     ) -> Result<TopicWithPartitions, TopicOpError> {
         self.require_active()?;
+        skein_catalog::validate_tenant_topic_name(tenant, name)?;
         let partitions = match &replicas {
             Replicas::Placed { partitions, .. } => *partitions,
             Replicas::Assigned(assigned) => i32::try_from(assigned.len()).unwrap_or(i32::MAX),

@@ -630,6 +630,11 @@ async fn topics(server: &Server) {
         (create("orders", 1, 1), StatusCode::CONFLICT),
         (create("big", 1, 3), StatusCode::UNPROCESSABLE_ENTITY),
         (create("bad name", 1, 1), StatusCode::UNPROCESSABLE_ENTITY),
+        // Beside "acme." a name may have 244 characters (Kafka's 249 in all).
+        (
+            create(&"t".repeat(245), 1, 1),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
         (create("none", 0, 1), StatusCode::UNPROCESSABLE_ENTITY),
         (
             create("huge", 2_147_483_647, 1),
@@ -653,6 +658,23 @@ async fn topics(server: &Server) {
             .await;
         assert_eq!(status, expected, "{body} -> {problem}");
     }
+    let longest = "t".repeat(244);
+    let (status, _) = server
+        .call(
+            M::POST,
+            "/v1/tenants/acme/topics",
+            Some(create(&longest, 1, 1)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = server
+        .call(
+            M::DELETE,
+            &format!("/v1/tenants/acme/topics/{longest}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
     // Pages: two more topics, listed two at a time.
     for name in ["payments", "refunds"] {
         let (status, _) = server

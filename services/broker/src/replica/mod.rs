@@ -116,7 +116,7 @@ impl ReplicaManager {
         index: i32,
         current_leader_epoch: i32,
     ) -> Result<Partition<'_>, PartitionError> {
-        if crate::topics::is_internal(topic) {
+        if self.topics.is_internal(topic) {
             return Err(PartitionError::UnknownTopicOrPartition {
                 topic: topic.to_owned(),
                 partition: index,

@@ -20,7 +20,8 @@ use skein_http::{ApiJson, ApiQuery};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTopic {
-    /// Kafka's rules: 1-249 of `a-zA-Z0-9._-`, not `.` or `..`.
+    /// Kafka's rules: 1-249 of `a-zA-Z0-9._-`, not `.` or `..`; with the tenant's name and a
+    /// `.` before it, at most 249.
     pub topic_name: String,
     /// At least 1.
     pub partitions_count: i32,
