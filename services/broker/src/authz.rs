@@ -5,11 +5,14 @@
 
 use skein_auth::{authorize, Operation, Principal, Resource, ResourceType, CLUSTER_NAME};
 
+use crate::tenants::Tenant;
 use crate::Broker;
 
 /// One request's view of what it may do.
 pub(crate) struct Access<'a> {
     broker: &'a Broker,
+    /// The tenant whose bindings decide.
+    tenant: &'a Tenant,
     /// `None` on a listener without authentication.
     principal: Option<Principal>,
     /// The client's address, as ACL hosts name it.
@@ -17,9 +20,15 @@ pub(crate) struct Access<'a> {
 }
 
 impl<'a> Access<'a> {
-    pub(crate) fn new(broker: &'a Broker, principal: Option<Principal>, peer: &'a str) -> Self {
+    pub(crate) fn new(
+        broker: &'a Broker,
+        tenant: &'a Tenant,
+        principal: Option<Principal>,
+        peer: &'a str,
+    ) -> Self {
         Self {
             broker,
+            tenant,
             principal,
             host: peer.trim_start_matches('/'),
         }
@@ -30,7 +39,7 @@ impl<'a> Access<'a> {
         let Some(principal) = &self.principal else {
             return true;
         };
-        let acls = self.broker.acls.read();
+        let acls = self.tenant.acls.read();
         authorize(
             acls.iter(),
             principal,
@@ -73,7 +82,7 @@ impl<'a> Access<'a> {
         }
         // Only a principal some binding lets write a topic can; the others are answered
         // without going through every topic.
-        let may_write_some = self.broker.acls.read().iter().any(|b| {
+        let may_write_some = self.tenant.acls.read().iter().any(|b| {
             b.resource_type == ResourceType::Topic
                 && b.permission == skein_auth::Permission::Allow
                 && b.operation.allow_grants(Operation::Write)
@@ -118,11 +127,17 @@ mod tests {
     fn an_authenticated_principal_meets_the_tenants_acls_and_an_anonymous_one_does_not() {
         let dir = tempfile::tempdir().unwrap();
         let broker = Broker::open(crate::BrokerConfig::new(dir.path())).unwrap();
-        *broker.acls.write() = vec![
+        let tenant = Tenant::default();
+        *tenant.acls.write() = vec![
             binding(Operation::Write, ResourceType::Topic, "orders"),
             binding(Operation::Read, ResourceType::Group, "billing"),
         ];
-        let alice = Access::new(&broker, Some(Principal::user("alice")), "/10.0.0.7");
+        let alice = Access::new(
+            &broker,
+            &tenant,
+            Some(Principal::user("alice")),
+            "/10.0.0.7",
+        );
         assert!(alice.topic(Operation::Write, "orders"));
         // DESCRIBE is implied by WRITE, as in Kafka.
         assert!(alice.topic(Operation::Describe, "orders"));
@@ -131,9 +146,13 @@ mod tests {
         assert!(alice.group(Operation::Read, "billing"));
         assert!(!alice.cluster(Operation::Alter));
         assert!(!alice.may_create_topic("orders"));
-        let bob = Access::new(&broker, Some(Principal::user("bob")), "/10.0.0.8");
+        let bob = Access::new(&broker, &tenant, Some(Principal::user("bob")), "/10.0.0.8");
         assert!(!bob.topic(Operation::Write, "orders"));
-        let anonymous = Access::new(&broker, None, "/10.0.0.9");
+        let anonymous = Access::new(&broker, &tenant, None, "/10.0.0.9");
+        // Another tenant's bindings say nothing of this one's principals.
+        let other = Tenant::default();
+        let elsewhere = Access::new(&broker, &other, Some(Principal::user("alice")), "/10.0.0.7");
+        assert!(!elsewhere.topic(Operation::Write, "orders"));
         assert!(anonymous.topic(Operation::Read, "orders"));
         assert!(anonymous.cluster(Operation::Alter));
     }

@@ -1,6 +1,9 @@
 //! The broker's connection to the cluster's controller: registration under a new
 //! incarnation, heartbeats, forwarded topic and ACL changes, and the metadata stream that
-//! feeds the topic registry. The broker serves one tenant's topics, under their plain names.
+//! feeds the topic registry. A broker serving one tenant keeps that tenant's topics under
+//! their plain names; one serving every tenant keeps each topic as `<tenant>.<name>`
+//! (`crate::scope`). The controller knows topics by (tenant, name): the link splits a kept
+//! name on the way out and qualifies the controller's answers on the way back.
 //!
 //! Calls fail over between the control-plane replicas (`skein_proto::replicas`).
 
@@ -18,7 +21,21 @@ pub use skein_proto::replicas::Snapshots;
 use skein_proto::replicas::{Client, ControllerReplicas, Credential};
 use uuid::Uuid;
 
+use crate::scope::Tenancy;
 use crate::topics::{BrokerEndpoint, PartitionPlacement, Placement, TopicInfo};
+
+/// What a metadata snapshot says of one tenant.
+#[derive(Debug, Default, Clone)]
+pub struct TenantSnapshot {
+    pub acls: Vec<skein_auth::AclBinding>,
+    /// The tenant-wide quota.
+    pub quota: Option<pb::Quota>,
+    /// Principals' own quotas, by principal name.
+    pub principal_quotas: std::collections::HashMap<String, pb::Quota>,
+}
+
+/// [`TenantSnapshot`]s by tenant name.
+pub type TenantsSnapshot = std::collections::HashMap<String, TenantSnapshot>;
 
 /// Who this broker is to the controller.
 #[derive(Debug, Clone)]
@@ -26,8 +43,8 @@ pub struct BrokerIdentity {
     pub node_id: i32,
     pub host: String,
     pub port: i32,
-    /// The tenant whose topics this broker's Kafka listener serves.
-    pub tenant: String,
+    /// The tenant whose topics this broker serves; `None`: every tenant.
+    pub tenant: Option<String>,
     /// `broker.rack`: replicas of a partition are spread over racks.
     pub rack: Option<String>,
     /// Every listener's advertised address, `NAME://host:port,...`.
@@ -83,6 +100,53 @@ impl ControllerLink {
         &self.identity
     }
 
+    /// Whether this broker serves one tenant or every tenant.
+    pub fn tenancy(&self) -> Tenancy {
+        match self.identity.tenant {
+            Some(_) => Tenancy::One,
+            None => Tenancy::Every,
+        }
+    }
+
+    /// Whether this broker serves `tenant`.
+    fn serves(&self, tenant: &str) -> bool {
+        self.identity
+            .tenant
+            .as_deref()
+            .is_none_or(|own| own == tenant)
+    }
+
+    /// The tenant a kept topic name belongs to, and the name the controller knows it by.
+    fn owner<'a>(&'a self, kept: &'a str) -> Result<(&'a str, &'a str), ControllerError> {
+        match &self.identity.tenant {
+            Some(own) => Ok((own, kept)),
+            None => kept.split_once('.').ok_or_else(|| ControllerError {
+                code: tonic::Code::NotFound,
+                reason: Reason::NotFound,
+                message: format!("topic {kept:?} names no tenant"),
+            }),
+        }
+    }
+
+    /// The name this broker keeps for `tenant`'s topic `name`.
+    fn kept(&self, tenant: &str, name: &str) -> String {
+        match self.tenancy() {
+            Tenancy::One => name.to_owned(),
+            Tenancy::Every => format!("{tenant}.{name}"),
+        }
+    }
+
+    /// A topic the controller answered, under the name this broker keeps for it.
+    fn answered(
+        &self,
+        tenant: &str,
+        response: pb::TopicResponse,
+    ) -> Result<TopicInfo, ControllerError> {
+        let mut info = answered(response)?;
+        info.name = self.kept(tenant, &info.name);
+        Ok(info)
+    }
+
     async fn call<Req, T, F, Fut>(&self, request: Req, call: F) -> Result<T, ControllerError>
     where
         Req: Clone,
@@ -99,7 +163,7 @@ impl ControllerLink {
                 host: self.identity.host.clone(),
                 port: self.identity.port,
                 rack: self.identity.rack.clone(),
-                tenant: Some(self.identity.tenant.clone()),
+                tenant: self.identity.tenant.clone(),
                 advertised_listeners: self.identity.advertised_listeners.clone(),
             }),
             incarnation: self.incarnation.clone(),
@@ -144,46 +208,54 @@ impl ControllerLink {
         Ok(self.replicas.watch().await?)
     }
 
-    /// This tenant's ACL bindings in a snapshot (a binding that does not parse is skipped).
-    pub fn acls_of(&self, snapshot: &pb::MetadataSnapshot) -> Vec<skein_auth::AclBinding> {
-        snapshot
-            .acls
-            .iter()
-            .filter(|a| a.tenant == self.identity.tenant)
-            .filter_map(|a| skein_proto::acl::from_wire(a).ok())
-            .collect()
+    /// What a snapshot says of each tenant this broker serves: ACL bindings (one that does
+    /// not parse is skipped), the tenant's quota and its principals' own.
+    pub fn tenants_of(&self, snapshot: &pb::MetadataSnapshot) -> TenantsSnapshot {
+        let mut tenants = TenantsSnapshot::new();
+        for acl in snapshot.acls.iter().filter(|a| self.serves(&a.tenant)) {
+            if let Ok(binding) = skein_proto::acl::from_wire(acl) {
+                tenants
+                    .entry(acl.tenant.clone())
+                    .or_default()
+                    .acls
+                    .push(binding);
+            }
+        }
+        for quota in snapshot.quotas.iter().filter(|q| self.serves(&q.tenant)) {
+            let tenant = tenants.entry(quota.tenant.clone()).or_default();
+            match &quota.principal {
+                Some(principal) => {
+                    tenant
+                        .principal_quotas
+                        .insert(principal.clone(), quota.clone());
+                }
+                None => tenant.quota = Some(quota.clone()),
+            }
+        }
+        tenants
     }
 
-    /// This tenant's principals' own quotas in a snapshot, by principal name.
-    pub fn principal_quotas_of(
+    /// The (tenant, id) of the API keys and SCRAM credentials in force of every tenant this
+    /// broker serves, in a snapshot.
+    pub fn keys_of(
         &self,
         snapshot: &pb::MetadataSnapshot,
-    ) -> std::collections::HashMap<String, pb::Quota> {
-        snapshot
-            .quotas
-            .iter()
-            .filter(|q| q.tenant == self.identity.tenant)
-            .filter_map(|q| Some((q.principal.clone()?, q.clone())))
-            .collect()
-    }
-
-    /// The ids of this tenant's API keys in force, in a snapshot.
-    pub fn keys_of(&self, snapshot: &pb::MetadataSnapshot) -> std::collections::HashSet<String> {
+    ) -> std::collections::HashSet<(String, String)> {
         snapshot
             .keys_in_force
             .iter()
-            .filter(|k| k.tenant == self.identity.tenant)
-            .map(|k| k.id.clone())
+            .filter(|k| self.serves(&k.tenant))
+            .map(|k| (k.tenant.clone(), k.id.clone()))
             .collect()
     }
 
-    /// The principal an API key of this tenant authenticates (SASL/PLAIN); a refused key
-    /// is `Unauthenticated`.
+    /// The tenant and principal an API key authenticates (SASL/PLAIN); a refused key, and
+    /// one of a tenant this broker does not serve, is `Unauthenticated`.
     pub async fn authenticate_api_key(
         &self,
         key_id: &str,
         secret: &str,
-    ) -> Result<String, ControllerError> {
+    ) -> Result<(String, String), ControllerError> {
         let request = pb::AuthenticateApiKeyRequest {
             key_id: key_id.to_owned(),
             secret: secret.to_owned(),
@@ -193,25 +265,25 @@ impl ControllerLink {
                 c.authenticate_api_key(r).await
             })
             .await?;
-        if answer.tenant != self.identity.tenant {
+        if !self.serves(&answer.tenant) {
             return Err(ControllerError {
                 code: tonic::Code::Unauthenticated,
                 reason: Reason::Unspecified,
                 message: "the API key belongs to another tenant".to_owned(),
             });
         }
-        Ok(answer.principal)
+        Ok((answer.tenant, answer.principal))
     }
 
-    /// The SCRAM credential `user` of this tenant authenticates with over `mechanism`, if
-    /// any.
+    /// The SCRAM credential `user` of `tenant` authenticates with over `mechanism`, if any.
     pub async fn scram_credential(
         &self,
+        tenant: &str,
         user: &str,
         mechanism: &str,
     ) -> Result<Option<pb::ScramCredential>, ControllerError> {
         let request = pb::GetScramCredentialRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             user: user.to_owned(),
             mechanism: mechanism.to_owned(),
         };
@@ -223,13 +295,14 @@ impl ControllerLink {
         Ok(answer.credential)
     }
 
-    /// The SCRAM credentials of this tenant's `users` (all, when empty).
+    /// The SCRAM credentials of `tenant`'s `users` (all, when empty).
     pub async fn describe_scram_credentials(
         &self,
+        tenant: &str,
         users: Vec<String>,
     ) -> Result<Vec<pb::UserScramCredentials>, ControllerError> {
         let request = pb::DescribeScramCredentialsRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             users,
         };
         let answer = self
@@ -240,15 +313,16 @@ impl ControllerLink {
         Ok(answer.users)
     }
 
-    /// Sets and deletes one user's SCRAM credentials.
+    /// Sets and deletes one of `tenant`'s users' SCRAM credentials.
     pub async fn alter_scram_credentials(
         &self,
+        tenant: &str,
         user: &str,
         upsertions: Vec<pb::ScramCredential>,
         deletions: Vec<String>,
     ) -> Result<(), ControllerError> {
         let request = pb::AlterScramCredentialsRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             user: user.to_owned(),
             upsertions,
             deletions,
@@ -260,26 +334,19 @@ impl ControllerLink {
         Ok(())
     }
 
-    /// This tenant's tenant-wide quota in a snapshot.
-    pub fn quota_of(&self, snapshot: &pb::MetadataSnapshot) -> Option<pb::Quota> {
-        snapshot
-            .quotas
-            .iter()
-            .find(|q| q.tenant == self.identity.tenant && q.principal.is_none())
-            .cloned()
-    }
-
-    /// The brokers in a snapshot that serve this tenant.
+    /// The brokers in a snapshot that serve a tenant this broker serves.
     pub fn brokers_of(&self, snapshot: &pb::MetadataSnapshot) -> Vec<BrokerEndpoint> {
         snapshot
             .brokers
             .iter()
-            .filter(|b| {
-                b.tenant
-                    .as_deref()
-                    .is_none_or(|t| t == self.identity.tenant)
-            })
+            .filter(
+                |b| match (b.tenant.as_deref(), self.identity.tenant.as_deref()) {
+                    (None, _) | (_, None) => true,
+                    (Some(theirs), Some(own)) => theirs == own,
+                },
+            )
             .map(|b| BrokerEndpoint {
+                tenant: b.tenant.clone(),
                 node_id: b.node_id,
                 host: b.host.clone(),
                 port: b.port,
@@ -292,13 +359,18 @@ impl ControllerLink {
             .collect()
     }
 
-    /// This tenant's topics in a snapshot.
+    /// The topics in a snapshot of every tenant this broker serves, under the names it
+    /// keeps for them.
     pub fn topics_of(&self, snapshot: &pb::MetadataSnapshot) -> Vec<TopicInfo> {
         snapshot
             .topics
             .iter()
-            .filter(|t| t.tenant == self.identity.tenant)
-            .filter_map(topic_info)
+            .filter(|t| self.serves(&t.tenant))
+            .filter_map(|t| {
+                let mut info = topic_info(t)?;
+                info.name = self.kept(&t.tenant, &info.name);
+                Some(info)
+            })
             .collect()
     }
 
@@ -317,26 +389,25 @@ impl ControllerLink {
 
     pub async fn create_acl(
         &self,
+        tenant: &str,
         binding: &skein_auth::AclBinding,
     ) -> Result<(), ControllerError> {
         let request = pb::CreateAclRequest {
-            acl: Some(skein_proto::acl::to_wire(&self.identity.tenant, binding)),
+            acl: Some(skein_proto::acl::to_wire(tenant, binding)),
         };
         self.call(request, |mut c, r| async move { c.create_acl(r).await })
             .await?;
         Ok(())
     }
 
-    /// Deletes this tenant's bindings that `filter` selects; answers them.
+    /// Deletes `tenant`'s bindings that `filter` selects; answers them.
     pub async fn delete_acls(
         &self,
+        tenant: &str,
         filter: &skein_auth::AclBindingFilter,
     ) -> Result<Vec<skein_auth::AclBinding>, ControllerError> {
         let request = pb::DeleteAclsRequest {
-            filter: Some(skein_proto::acl::filter_to_wire(
-                &self.identity.tenant,
-                filter,
-            )),
+            filter: Some(skein_proto::acl::filter_to_wire(tenant, filter)),
         };
         let response = self
             .call(request, |mut c, r| async move { c.delete_acls(r).await })
@@ -365,15 +436,17 @@ impl ControllerLink {
                 assignments(assigned),
             ),
         };
+        let (tenant, name) = self.owner(name)?;
         let request = pb::CreateTopicRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             name: name.to_owned(),
             partitions,
             replication_factor,
             configs: configs.into_iter().collect(),
             assignments,
         };
-        answered(
+        self.answered(
+            tenant,
             self.call(request, |mut c, r| async move { c.create_topic(r).await })
                 .await?,
         )
@@ -390,8 +463,9 @@ impl ControllerLink {
         partition_epoch: i32,
         isr: Vec<i32>,
     ) -> Result<PartitionPlacement, ControllerError> {
+        let (tenant, topic) = self.owner(topic)?;
         let request = pb::AlterPartitionRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             topic: topic.to_owned(),
             partition,
             leader: self.identity.node_id,
@@ -429,15 +503,17 @@ impl ControllerLink {
         Ok(answer.remaining_leaderships)
     }
 
-    /// ElectLeaders: asks the controller for preferred (or `unclean`) elections of `topics`'
-    /// partitions, every partition when empty; answers each partition's outcome.
+    /// ElectLeaders: asks the controller for preferred (or `unclean`) elections of `tenant`'s
+    /// `topics`' partitions (plain names), every partition when empty; answers each
+    /// partition's outcome.
     pub async fn elect_leaders(
         &self,
+        tenant: &str,
         unclean: bool,
         topics: Vec<(String, Vec<i32>)>,
     ) -> Result<Vec<pb::ElectionResult>, ControllerError> {
         let request = pb::ElectLeadersRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             unclean,
             topics: topics
                 .into_iter()
@@ -450,14 +526,15 @@ impl ControllerLink {
         Ok(answer.results)
     }
 
-    /// AlterPartitionReassignments: each (topic, partition, target) moves to `target`, or
-    /// with `None` cancels the move in progress; answers each outcome in order.
+    /// AlterPartitionReassignments: each of `tenant`'s (topic, partition, target) moves to
+    /// `target`, or with `None` cancels the move in progress; answers each outcome in order.
     pub async fn alter_reassignments(
         &self,
+        tenant: &str,
         asked: Vec<(String, i32, Option<Vec<i32>>)>,
     ) -> Result<Vec<pb::ReassignmentResult>, ControllerError> {
         let request = pb::AlterReassignmentsRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             reassignments: asked
                 .into_iter()
                 .map(|(topic, partition, target)| pb::Reassignment {
@@ -475,14 +552,15 @@ impl ControllerLink {
         Ok(answer.results)
     }
 
-    /// ListPartitionReassignments: the moves in progress among `topics` (every topic of the
-    /// tenant when empty).
+    /// ListPartitionReassignments: the moves in progress among `tenant`'s `topics` (every
+    /// topic of the tenant when empty).
     pub async fn list_reassignments(
         &self,
+        tenant: &str,
         topics: Vec<(String, Vec<i32>)>,
     ) -> Result<Vec<pb::OngoingReassignment>, ControllerError> {
         let request = pb::ListReassignmentsRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             topics: topics
                 .into_iter()
                 .map(|(topic, partitions)| pb::ElectionTopic { topic, partitions })
@@ -496,21 +574,24 @@ impl ControllerLink {
         Ok(answer.reassignments)
     }
 
-    /// This tenant's topic `name` as the catalog has it now.
+    /// The topic this broker keeps as `name`, as the catalog has it now.
     pub async fn describe_topic(&self, name: &str) -> Result<TopicInfo, ControllerError> {
+        let (tenant, name) = self.owner(name)?;
         let request = pb::DescribeTopicRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             name: name.to_owned(),
         };
-        answered(
+        self.answered(
+            tenant,
             self.call(request, |mut c, r| async move { c.describe_topic(r).await })
                 .await?,
         )
     }
 
     pub async fn delete_topic(&self, name: &str) -> Result<(), ControllerError> {
+        let (tenant, name) = self.owner(name)?;
         let request = pb::DeleteTopicRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             name: name.to_owned(),
         };
         self.call(request, |mut c, r| async move { c.delete_topic(r).await })
@@ -526,13 +607,15 @@ impl ControllerLink {
         count: i32,
         assigned: &[Vec<i32>],
     ) -> Result<TopicInfo, ControllerError> {
+        let (tenant, name) = self.owner(name)?;
         let request = pb::CreatePartitionsRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             name: name.to_owned(),
             count,
             assignments: assignments(assigned),
         };
-        answered(
+        self.answered(
+            tenant,
             self.call(
                 request,
                 |mut c, r| async move { c.create_partitions(r).await },
@@ -546,12 +629,14 @@ impl ControllerLink {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicInfo, ControllerError> {
+        let (tenant, name) = self.owner(name)?;
         let request = pb::AlterTopicConfigsRequest {
-            tenant: self.identity.tenant.clone(),
+            tenant: tenant.to_owned(),
             name: name.to_owned(),
             configs: configs.into_iter().collect(),
         };
-        answered(
+        self.answered(
+            tenant,
             self.call(
                 request,
                 |mut c, r| async move { c.alter_topic_configs(r).await },

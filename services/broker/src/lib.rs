@@ -31,6 +31,7 @@ mod router;
 pub mod sasl;
 pub mod scope;
 pub mod ssl_principal;
+mod tenants;
 pub mod tls;
 pub mod topics;
 
@@ -83,10 +84,8 @@ pub struct Broker {
     fetch_sessions: fetch_session::FetchSessions,
     /// The controller, when this broker joined one.
     controller: Option<controller_link::ControllerLink>,
-    /// This tenant's ACL bindings, as the controller last sent them.
-    acls: parking_lot::RwLock<Vec<skein_auth::AclBinding>>,
-    /// This tenant's quota, as the controller last sent it.
-    quotas: quota::TenantQuotas,
+    /// Each tenant's ACL bindings and quotas, as the controller last sent them.
+    tenants: tenants::Tenants,
     /// Topics gone from the controller's snapshots, with when; their logs wait out
     /// [`LOG_DELETION_GRACE`]. Kept in memory only: a deletion lost with it costs disk space
     /// until a topic of that name comes (its id check deletes the old logs), never records.
@@ -97,8 +96,6 @@ pub struct Broker {
     follower_throttle: replication_throttle::ReplicationThrottle,
     /// API keys presented over SASL/PLAIN, as the controller checked them.
     keys: sasl::KeyChecker,
-    /// Each principal's own quota, for clients authenticated on a SASL listener.
-    principal_quotas: quota::PrincipalQuotas,
 }
 
 impl Broker {
@@ -141,18 +138,14 @@ impl Broker {
             .ok_or_else(|| anyhow::anyhow!("the controller closed the metadata stream"))?;
         let topics = TopicRegistry::controlled(link.clone(), link.topics_of(&first));
         topics.set_brokers(link.brokers_of(&first));
-        let acls = link.acls_of(&first);
-        let quota = link.quota_of(&first);
+        let tenants = link.tenants_of(&first);
         let keys = link.keys_of(&first);
-        let principal_quotas = link.principal_quotas_of(&first);
         let controller = Some(link);
         let broker =
             tokio::task::spawn_blocking(move || Self::open_with(config, topics, controller))
                 .await??;
-        *broker.acls.write() = acls;
-        broker.quotas.set(quota);
+        broker.tenants.apply(tenants);
         broker.keys.set_in_force(keys);
-        broker.principal_quotas.set(principal_quotas);
         Ok((broker, snapshots))
     }
 
@@ -189,12 +182,8 @@ impl Broker {
                             for topic in broker.topics.list_all() {
                                 broker.replicas.drop_unplaced(&topic);
                             }
-                            *broker.acls.write() = link.acls_of(&snapshot);
-                            broker.quotas.set(link.quota_of(&snapshot));
+                            broker.tenants.apply(link.tenants_of(&snapshot));
                             broker.keys.set_in_force(link.keys_of(&snapshot));
-                            broker
-                                .principal_quotas
-                                .set(link.principal_quotas_of(&snapshot));
                         }
                         Ok(None) | Err(_) => {
                             tracing::warn!("metadata stream ended; reopening");
@@ -261,14 +250,31 @@ impl Broker {
             producer_ids,
             fetch_sessions: fetch_session::FetchSessions::default(),
             controller,
-            acls: parking_lot::RwLock::new(Vec::new()),
-            quotas: quota::TenantQuotas::default(),
+            tenants: tenants::Tenants::default(),
             doomed: parking_lot::Mutex::new(Vec::new()),
             leader_throttle,
             follower_throttle,
             keys: sasl::KeyChecker::default(),
-            principal_quotas: quota::PrincipalQuotas::default(),
         }))
+    }
+
+    /// The one tenant this broker serves by name; `None` serving every tenant, and for a
+    /// broker on its own, which knows no tenant.
+    pub(crate) fn own_tenant(&self) -> Option<&str> {
+        self.controller
+            .as_ref()
+            .and_then(|link| link.identity().tenant.as_deref())
+    }
+
+    /// The tenant a scope's requests act for: a tenant's own on a broker serving every
+    /// tenant; on a broker serving one, that one (`""` for a broker on its own, which
+    /// knows no tenant); `None` for the cluster's own traffic.
+    pub(crate) fn tenant_of<'a>(&'a self, scope: &'a scope::Scope) -> Option<&'a str> {
+        match scope {
+            scope::Scope::Tenant(tenant) => Some(tenant),
+            scope::Scope::Plain => Some(self.own_tenant().unwrap_or("")),
+            scope::Scope::Cluster => None,
+        }
     }
 
     /// The tenant's groups' memberships as this broker coordinates them.

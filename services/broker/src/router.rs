@@ -15,7 +15,10 @@ use crate::connection::ConnectionError;
 use crate::handler;
 use crate::quota::{micros, throttle_ms, timed_polls, Metered, TenantQuotas};
 use crate::sasl::Session;
+use crate::scope::{Scope, Tenancy};
+use crate::tenants::Tenant;
 use crate::Broker;
+use std::sync::Arc;
 
 /// What the connection sends back.
 pub(crate) enum Reply {
@@ -32,13 +35,27 @@ pub(crate) struct Call<'a> {
     pub peer: &'a str,
     /// The connection's listener and authentication.
     pub session: &'a Session,
+    /// Whose names the request speaks.
+    pub scope: Scope,
+    /// The tenant it acts for: its bindings and quotas (none for the cluster's traffic).
+    pub tenant: Arc<Tenant>,
     correlation_id: i32,
 }
 
 impl<'a> Call<'a> {
     /// What this request's principal may do.
-    pub(crate) fn access(&self) -> crate::authz::Access<'a> {
-        crate::authz::Access::new(self.broker, self.session.principal(), self.peer)
+    pub(crate) fn access(&self) -> crate::authz::Access<'_> {
+        crate::authz::Access::new(
+            self.broker,
+            &self.tenant,
+            self.session.principal(),
+            self.peer,
+        )
+    }
+
+    /// The tenant the request acts for, by name ([`Broker::tenant_of`]).
+    pub(crate) fn tenant_name(&self) -> Option<&str> {
+        self.broker.tenant_of(&self.scope)
     }
 }
 
@@ -245,15 +262,41 @@ pub(crate) async fn dispatch(
         .client_id
         .as_ref()
         .map_or("", |client| client.as_str());
+    let scope = scope_of(broker, session);
+    let tenant = broker
+        .tenant_of(&scope)
+        .map_or_else(Arc::default, |name| broker.tenants.of(name));
     let call = Call {
         broker,
         version,
         client_id,
         peer: &session.peer,
         session,
+        scope,
+        tenant,
         correlation_id: header.correlation_id,
     };
     (route.serve)(call, body).await
+}
+
+/// Whose names a request on this session speaks. On a broker serving one tenant, that
+/// tenant's plain names. On a broker serving every tenant, the names of the tenant the
+/// session authenticated for; the cluster's own (every tenant's) on the inter-broker
+/// listener without SASL; and otherwise none (`""` names no tenant: tenant names have 1 to
+/// 63 characters).
+fn scope_of(broker: &Broker, session: &Session) -> Scope {
+    match broker.topics.tenancy() {
+        Tenancy::One => Scope::Plain,
+        Tenancy::Every => match session.tenant() {
+            Some(tenant) => Scope::Tenant(tenant.into()),
+            None if session.listener.name == broker.config.inter_broker_listener_name
+                && !session.listener.protocol.requires_sasl() =>
+            {
+                Scope::Cluster
+            }
+            None => Scope::Tenant("".into()),
+        },
+    }
 }
 
 /// Decodes the request, holds it back while a quota it counts against is in debt, handles
@@ -272,8 +315,8 @@ async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, Connect
     let own = call
         .session
         .principal()
-        .and_then(|principal| call.broker.principal_quotas.of(&principal.name));
-    let quotas: [Option<&TenantQuotas>; 2] = [Some(&call.broker.quotas), own.as_deref()];
+        .and_then(|principal| call.tenant.principal_quotas.of(&principal.name));
+    let quotas: [Option<&TenantQuotas>; 2] = [Some(&call.tenant.quotas), own.as_deref()];
     let meters = [bytes, timed.then_some(Metered::RequestTime)];
     // Over a quota, the call waits here: that holds its connection back, as Kafka mutes a
     // throttled channel.

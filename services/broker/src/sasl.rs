@@ -43,6 +43,9 @@ const MAX_REMEMBERED_KEYS: usize = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Authenticated {
     pub principal: Principal,
+    /// The tenant its credential belongs to; `None` for a client certificate's principal,
+    /// which names none.
+    pub tenant: Option<String>,
     /// The API key used, which must stay in force (empty for a token).
     pub key_id: String,
     /// When the credential was accepted: a key made a moment ago is missing from the
@@ -62,7 +65,10 @@ impl Authenticated {
     pub(crate) fn still_valid(&self, keys: &KeyChecker) -> bool {
         match self.expires_at {
             Some(expires_at) => std::time::SystemTime::now() < expires_at,
-            None => keys.in_force(&self.key_id) || self.verified_at.elapsed() < NEW_KEY_GRACE,
+            None => {
+                keys.in_force(self.tenant.as_deref().unwrap_or_default(), &self.key_id)
+                    || self.verified_at.elapsed() < NEW_KEY_GRACE
+            }
         }
     }
 
@@ -78,6 +84,9 @@ impl Authenticated {
     }
 }
 
+/// The principal and tenant of a session being re-authenticated, which must not change.
+pub(crate) type Previous = (Principal, Option<String>);
+
 /// Where a connection's authentication stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SaslState {
@@ -89,14 +98,14 @@ pub(crate) enum SaslState {
     Handshaken {
         mechanism: &'static str,
         raw: bool,
-        previous: Option<Principal>,
+        previous: Option<Previous>,
     },
     /// SCRAM's first round is answered; the client's proof comes next.
     ScramSent {
         exchange: Box<skein_scram::ServerFirst>,
         /// The credential's id among the keys in force; `None` for a decoy (no such user).
         session_id: Option<String>,
-        previous: Option<Principal>,
+        previous: Option<Previous>,
     },
     Authenticated(Authenticated),
     /// Authentication failed: the connection closes once the answer is sent.
@@ -136,6 +145,15 @@ impl Session {
             _ => None,
         }
     }
+
+    /// The tenant the session's credential belongs to, once authenticated with one that
+    /// names a tenant.
+    pub(crate) fn tenant(&self) -> Option<String> {
+        match &*self.state.lock() {
+            SaslState::Authenticated(who) => who.tenant.clone(),
+            _ => None,
+        }
+    }
 }
 
 /// Why SASL refused a client.
@@ -163,6 +181,8 @@ pub enum SaslError {
         "authentication failed: the token names tenant {found:?}, this listener serves {serves:?}"
     )]
     OtherTenant { found: String, serves: String },
+    #[error("authentication failed: a user here is named USER@TENANT")]
+    NoTenant,
     #[error("re-authentication must keep the principal {0}")]
     PrincipalChanged(Principal),
     #[error("authentication failed during SCRAM: {0}")]
@@ -211,10 +231,11 @@ pub fn parse_oauthbearer(message: &[u8]) -> Result<&str, SaslError> {
         .ok_or(SaslError::MalformedOAuthBearer)
 }
 
-/// The principal a token names, once `oauth` verifies it for `tenant`.
+/// The principal and tenant a token names, once `oauth` verifies it: for `tenant` on a
+/// broker serving one, for the tenant it names (`None`) on a broker serving every tenant.
 pub(crate) async fn authenticate_token(
     oauth: &crate::config::OAuthBearer,
-    tenant: &str,
+    tenant: Option<&str>,
     token: &str,
 ) -> Result<Authenticated, SaslError> {
     let required = ["sub", "exp", oauth.tenant_claim.as_str()];
@@ -231,10 +252,10 @@ pub(crate) async fn authenticate_token(
             .ok_or_else(|| SaslError::BadToken(format!("the {name} claim is not a name")))
     };
     let found = text(&oauth.tenant_claim)?;
-    if found != tenant {
+    if let Some(serves) = tenant.filter(|serves| *serves != found) {
         return Err(SaslError::OtherTenant {
             found: found.to_owned(),
-            serves: tenant.to_owned(),
+            serves: serves.to_owned(),
         });
     }
     let exp = claims
@@ -246,6 +267,7 @@ pub(crate) async fn authenticate_token(
         .ok_or_else(|| SaslError::BadToken("exp is not a time".to_owned()))?;
     Ok(Authenticated {
         principal: Principal::user(text("sub")?),
+        tenant: Some(found.to_owned()),
         key_id: String::new(),
         verified_at: Instant::now(),
         expires_at: std::time::UNIX_EPOCH.checked_add(Duration::from_secs(exp)),
@@ -277,8 +299,9 @@ pub fn parse_plain(token: &[u8]) -> Result<PlainCredentials<'_>, SaslError> {
     Ok(PlainCredentials { key_id, secret })
 }
 
-/// A key the controller accepted: the SHA-256 of its secret, its principal's name, and when.
-type Verified = ([u8; 32], String, Instant);
+/// A key the controller accepted: the SHA-256 of its secret, its tenant and principal's
+/// name, and when.
+type Verified = ([u8; 32], String, String, Instant);
 
 /// How long a SCRAM credential the controller sent is used without asking again (it is
 /// dropped at once when the metadata no longer lists it in force).
@@ -289,6 +312,9 @@ const SCRAM_ABSENT_FOR: Duration = Duration::from_secs(1);
 
 /// A user's credential and its id among the keys in force, or `None` for no credential.
 type ScramFound = Option<(skein_scram::Credential, String)>;
+
+/// A SCRAM user as credentials are remembered: (tenant, user, mechanism).
+type ScramUser = (String, String, skein_scram::Mechanism);
 
 /// A secret of this process's own, from which unknown users' decoy salts are derived.
 #[derive(Debug)]
@@ -313,11 +339,12 @@ pub(crate) fn server_nonce() -> String {
 /// fetches SCRAM credentials, remembered as briefly.
 #[derive(Debug, Default)]
 pub(crate) struct KeyChecker {
-    scram: Mutex<HashMap<(String, skein_scram::Mechanism), (ScramFound, Instant)>>,
+    scram: Mutex<HashMap<ScramUser, (ScramFound, Instant)>>,
     decoy: DecoySecret,
     verified: Mutex<HashMap<String, Verified>>,
-    /// The ids of this tenant's keys in force, once the controller has said; `None` before.
-    in_force: RwLock<Option<HashSet<String>>>,
+    /// The (tenant, id) of every served tenant's keys in force, once the controller has
+    /// said; `None` before.
+    in_force: RwLock<Option<HashSet<(String, String)>>>,
     /// Questions to the controller, rationed as unknown-topic lookups are: a refused
     /// (key, secret) is not asked about again for a moment, and at most so many a second
     /// are asked in all, so failed attempts cost the control plane a bounded load.
@@ -325,22 +352,25 @@ pub(crate) struct KeyChecker {
 }
 
 impl KeyChecker {
-    /// Takes the controller's list of this tenant's keys in force; keys gone from it are
-    /// forgotten.
-    pub(crate) fn set_in_force(&self, keys: HashSet<String>) {
-        self.verified.lock().retain(|id, _| keys.contains(id));
-        self.scram
+    /// Takes the controller's list of the keys in force, as (tenant, id); keys gone from it
+    /// are forgotten.
+    pub(crate) fn set_in_force(&self, keys: HashSet<(String, String)>) {
+        let listed = |tenant: &str, id: &str| keys.contains(&(tenant.to_owned(), id.to_owned()));
+        self.verified
             .lock()
-            .retain(|_, (found, _)| found.as_ref().is_none_or(|(_, id)| keys.contains(id)));
+            .retain(|id, (_, tenant, _, _)| listed(tenant, id));
+        self.scram.lock().retain(|(tenant, _, _), (found, _)| {
+            found.as_ref().is_none_or(|(_, id)| listed(tenant, id))
+        });
         *self.in_force.write() = Some(keys);
     }
 
-    /// Whether a key may still be used: it is in the list (or no list came yet).
-    pub(crate) fn in_force(&self, key_id: &str) -> bool {
+    /// Whether `tenant`'s key may still be used: it is in the list (or no list came yet).
+    pub(crate) fn in_force(&self, tenant: &str, key_id: &str) -> bool {
         self.in_force
             .read()
             .as_ref()
-            .is_none_or(|keys| keys.contains(key_id))
+            .is_none_or(|keys| keys.contains(&(tenant.to_owned(), key_id.to_owned())))
     }
 
     /// The principal `credentials` authenticate, asking the controller unless a recent
@@ -351,11 +381,12 @@ impl KeyChecker {
         credentials: &PlainCredentials<'_>,
     ) -> Result<Authenticated, SaslError> {
         let digest: [u8; 32] = Sha256::digest(credentials.secret.as_bytes()).into();
-        let known = self.in_force(credentials.key_id);
-        if let Some((hash, principal, at)) = self.verified.lock().get(credentials.key_id) {
+        if let Some((hash, tenant, principal, at)) = self.verified.lock().get(credentials.key_id) {
+            let known = self.in_force(tenant, credentials.key_id);
             if known && *hash == digest && at.elapsed() < VERIFIED_FOR {
                 return Ok(Authenticated {
                     principal: Principal::user(principal.clone()),
+                    tenant: Some(tenant.clone()),
                     key_id: credentials.key_id.to_owned(),
                     verified_at: *at,
                     expires_at: None,
@@ -374,7 +405,7 @@ impl KeyChecker {
         if !self.asked.may_ask(&attempt) {
             return Err(SaslError::Rationed);
         }
-        let principal = controller
+        let (tenant, principal) = controller
             .authenticate_api_key(credentials.key_id, credentials.secret)
             .await
             .map_err(|e| {
@@ -392,10 +423,11 @@ impl KeyChecker {
         }
         verified.insert(
             credentials.key_id.to_owned(),
-            (digest, principal.clone(), Instant::now()),
+            (digest, tenant.clone(), principal.clone(), Instant::now()),
         );
         Ok(Authenticated {
             principal: Principal::user(principal),
+            tenant: Some(tenant),
             key_id: credentials.key_id.to_owned(),
             verified_at: Instant::now(),
             expires_at: None,
@@ -404,16 +436,17 @@ impl KeyChecker {
 }
 
 impl KeyChecker {
-    /// The credential `user` authenticates with over `mechanism` and its session id, or a
-    /// decoy and `None` when the user has none, asking the controller unless a recent
-    /// answer stands.
+    /// The credential `tenant`'s `user` authenticates with over `mechanism` and its
+    /// session id, or a decoy and `None` when the user has none, asking the controller
+    /// unless a recent answer stands.
     pub(crate) async fn scram_credential(
         &self,
         controller: Option<&ControllerLink>,
+        tenant: &str,
         user: &str,
         mechanism: skein_scram::Mechanism,
     ) -> Result<(skein_scram::Credential, Option<String>), SaslError> {
-        let key = (user.to_owned(), mechanism);
+        let key = (tenant.to_owned(), user.to_owned(), mechanism);
         let remembered = self.scram.lock().get(&key).and_then(|(found, at)| {
             let fresh = match found {
                 Some(_) => at.elapsed() < SCRAM_REMEMBERED_FOR,
@@ -425,11 +458,14 @@ impl KeyChecker {
             Some(found) => found,
             None => {
                 let controller = controller.ok_or(SaslError::NoController)?;
-                if !self.asked.may_ask(&format!("scram:{mechanism}:{user}")) {
+                if !self
+                    .asked
+                    .may_ask(&format!("scram:{mechanism}:{tenant}:{user}"))
+                {
                     return Err(SaslError::Rationed);
                 }
                 let answer = controller
-                    .scram_credential(user, mechanism.name())
+                    .scram_credential(tenant, user, mechanism.name())
                     .await
                     .map_err(|e| {
                         tracing::warn!(error = %e, "SCRAM credential lookup failed");
@@ -461,7 +497,11 @@ impl KeyChecker {
         Ok(match found {
             Some((credential, id)) => (credential, Some(id)),
             None => (
-                skein_scram::Credential::decoy(mechanism, user, &self.decoy.0),
+                skein_scram::Credential::decoy(
+                    mechanism,
+                    &format!("{user}@{tenant}"),
+                    &self.decoy.0,
+                ),
                 None,
             ),
         })
@@ -553,44 +593,52 @@ mod tests {
                 .unwrap_or_default()
         };
         let token = sign(serde_json::json!({"sub": "alice", "tenant": "acme", "exp": now + 60}));
-        let who = match authenticate_token(&oauth, "acme", &token).await {
+        let who = match authenticate_token(&oauth, Some("acme"), &token).await {
             Ok(who) => who,
             Err(e) => panic!("{e}"),
         };
         assert_eq!(who.principal, Principal::user("alice"));
+        assert_eq!(who.tenant.as_deref(), Some("acme"));
+        // A broker serving every tenant takes the token's.
+        match authenticate_token(&oauth, None, &token).await {
+            Ok(any) => assert_eq!(any.tenant.as_deref(), Some("acme")),
+            Err(e) => panic!("{e}"),
+        }
         let lifetime = who.session_lifetime_ms();
         assert!((50_000..=60_000).contains(&lifetime), "{lifetime}");
         assert!(who.still_valid(&KeyChecker::default()));
         assert!(matches!(
-            authenticate_token(&oauth, "globex", &token).await,
+            authenticate_token(&oauth, Some("globex"), &token).await,
             Err(SaslError::OtherTenant { .. })
         ));
         let expired = sign(serde_json::json!({"sub": "alice", "tenant": "acme", "exp": now - 600}));
         assert!(matches!(
-            authenticate_token(&oauth, "acme", &expired).await,
+            authenticate_token(&oauth, Some("acme"), &expired).await,
             Err(SaslError::BadToken(_))
         ));
         let no_tenant = sign(serde_json::json!({"sub": "alice", "exp": now + 60}));
-        assert!(authenticate_token(&oauth, "acme", &no_tenant)
-            .await
-            .is_err());
+        assert!(authenticate_token(&oauth, None, &no_tenant).await.is_err());
     }
 
     #[test]
     fn a_key_leaves_force_when_the_controller_stops_listing_it() {
         let checker = KeyChecker::default();
+        let key = |tenant: &str, id: &str| (tenant.to_owned(), id.to_owned());
         assert!(
-            checker.in_force("k1"),
+            checker.in_force("acme", "k1"),
             "before any list, nothing is refused"
         );
-        checker.set_in_force(HashSet::from(["k1".to_owned()]));
-        assert!(checker.in_force("k1"));
-        assert!(!checker.in_force("k2"));
+        checker.set_in_force(HashSet::from([key("acme", "k1")]));
+        assert!(checker.in_force("acme", "k1"));
+        assert!(!checker.in_force("acme", "k2"));
+        // A key is in force for its own tenant only.
+        assert!(!checker.in_force("globex", "k1"));
         checker.set_in_force(HashSet::new());
-        assert!(!checker.in_force("k1"));
+        assert!(!checker.in_force("acme", "k1"));
         // A key accepted a moment ago is not yet listed; one accepted long ago must be.
         let who = |verified_at| Authenticated {
             principal: Principal::user("alice"),
+            tenant: Some("acme".to_owned()),
             key_id: "k3".to_owned(),
             verified_at,
             expires_at: None,

@@ -276,6 +276,7 @@ pub(crate) fn authenticate(
     let (dn, expires_at) = subject(certificate)?;
     Ok(Authenticated {
         principal: Principal::user(mapper.name(&dn)?),
+        tenant: None,
         key_id: String::new(),
         verified_at: Instant::now(),
         expires_at: Some(expires_at),

@@ -98,6 +98,8 @@ pub struct BrokerEndpoint {
     pub rack: Option<String>,
     /// Every listener it advertises, by name; empty when it registered only `host:port`.
     pub listeners: Vec<crate::listeners::Endpoint>,
+    /// The one tenant it serves; `None`: every tenant.
+    pub tenant: Option<String>,
 }
 
 impl BrokerEndpoint {
@@ -280,8 +282,8 @@ impl TopicRegistry {
     ) -> Self {
         let topics = initial.into_iter().map(|t| (t.name.clone(), t)).collect();
         Self {
+            tenancy: link.tenancy(),
             source: Source::Controller(Box::new(link)),
-            tenancy: Tenancy::One,
             topics: RwLock::new(topics),
             retired: parking_lot::Mutex::default(),
             fresh: parking_lot::Mutex::default(),

@@ -248,7 +248,7 @@ pub(crate) fn identity(config: &BrokerConfig, tenant: &str) -> BrokerIdentity {
         node_id: config.node_id,
         host: config.advertised_host.clone(),
         port: i32::from(config.advertised_port),
-        tenant: tenant.to_owned(),
+        tenant: Some(tenant.to_owned()),
         rack: config.rack.clone(),
         advertised_listeners: config.advertised_listeners.clone(),
     }

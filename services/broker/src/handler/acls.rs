@@ -27,9 +27,7 @@ use skein_auth::{
     ResourceType,
 };
 
-use crate::authz::Access;
-use crate::controller_link::{ControllerError, Reason};
-use crate::Broker;
+use crate::controller_link::{ControllerError, ControllerLink, Reason};
 
 fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
@@ -69,12 +67,9 @@ fn controller_error(e: &ControllerError) -> ResponseError {
     }
 }
 
-pub(crate) fn describe(
-    broker: &Broker,
-    access: &Access<'_>,
-    request: DescribeAclsRequest,
-) -> DescribeAclsResponse {
-    if broker.controller.is_none() {
+pub(crate) fn describe(call: &Call<'_>, request: DescribeAclsRequest) -> DescribeAclsResponse {
+    let access = call.access();
+    if call.broker.controller.is_none() {
         return DescribeAclsResponse::default()
             .with_error_code(ResponseError::SecurityDisabled.code())
             .with_error_message(Some(s(NO_AUTHORIZER)));
@@ -101,7 +96,13 @@ pub(crate) fn describe(
         }
     };
     let mut resources: BTreeMap<(i8, String, i8), Vec<AclDescription>> = BTreeMap::new();
-    for binding in broker.acls.read().iter().filter(|b| selector.matches(b)) {
+    for binding in call
+        .tenant
+        .acls
+        .read()
+        .iter()
+        .filter(|b| selector.matches(b))
+    {
         resources
             .entry((
                 binding.resource_type.code(),
@@ -145,47 +146,43 @@ fn binding(creation: &AclCreation) -> Result<AclBinding, AclError> {
     Ok(binding)
 }
 
-/// Why a Kafka client may not change ACLs here, if it may not.
-fn acl_changes_refused(broker: &Broker, access: &Access<'_>) -> Option<(ResponseError, String)> {
-    security_changes_refused(broker, access, "ACLs")
-}
-
-/// Why a Kafka client may not change `what` (ACLs, or SCRAM credentials) here, if it may
-/// not: both take ALTER on the cluster, and on a listener without authentication, an
-/// operator's leave.
-pub(crate) fn security_changes_refused(
-    broker: &Broker,
-    access: &Access<'_>,
+/// Where a Kafka client's change of `what` (ACLs, or SCRAM credentials) goes, the
+/// controller and the tenant it changes, or why it may not make it: both take ALTER on the
+/// cluster, and on a listener without authentication, an operator's leave; the cluster's own
+/// connections act for no tenant.
+pub(crate) fn security_changes<'a>(
+    call: &'a Call<'_>,
     what: &str,
-) -> Option<(ResponseError, String)> {
-    if broker.controller.is_none() {
-        return Some((ResponseError::SecurityDisabled, NO_AUTHORIZER.to_owned()));
-    }
-    // An authenticated principal needs ALTER on the cluster, as in Kafka.
-    if access.is_authenticated() {
-        return (!access.cluster(Operation::Alter)).then(|| {
-            (
-                ResponseError::ClusterAuthorizationFailed,
-                format!("ALTER on the cluster is needed to change {what}"),
-            )
-        });
-    }
-    (!broker.config.unauthenticated_acl_changes).then(|| {
-        (
+) -> Result<(&'a ControllerLink, &'a str), (ResponseError, String)> {
+    let Some(link) = &call.broker.controller else {
+        return Err((ResponseError::SecurityDisabled, NO_AUTHORIZER.to_owned()));
+    };
+    let Some(tenant) = call.tenant_name() else {
+        return Err((
             ResponseError::ClusterAuthorizationFailed,
+            format!("the cluster's own connections change no tenant's {what}"),
+        ));
+    };
+    let access = call.access();
+    // An authenticated principal needs ALTER on the cluster, as in Kafka.
+    let refused = if access.is_authenticated() {
+        (!access.cluster(Operation::Alter))
+            .then(|| format!("ALTER on the cluster is needed to change {what}"))
+    } else {
+        (!call.broker.config.unauthenticated_acl_changes).then(|| {
             format!(
                 "this listener does not authenticate its clients, so they may not change \
                  {what}; use the admin API"
-            ),
-        )
-    })
+            )
+        })
+    };
+    match refused {
+        Some(message) => Err((ResponseError::ClusterAuthorizationFailed, message)),
+        None => Ok((link, tenant)),
+    }
 }
 
-pub(crate) async fn create(
-    broker: &Broker,
-    access: &Access<'_>,
-    request: CreateAclsRequest,
-) -> CreateAclsResponse {
+pub(crate) async fn create(call: &Call<'_>, request: CreateAclsRequest) -> CreateAclsResponse {
     let mut results = Vec::with_capacity(request.creations.len());
     for creation in &request.creations {
         let failed = |code: ResponseError, message: String| {
@@ -193,16 +190,12 @@ pub(crate) async fn create(
                 .with_error_code(code.code())
                 .with_error_message(Some(s(&message)))
         };
-        if let Some((code, message)) = acl_changes_refused(broker, access) {
-            results.push(failed(code, message));
-            continue;
-        }
-        let Some(link) = &broker.controller else {
-            results.push(failed(
-                ResponseError::SecurityDisabled,
-                NO_AUTHORIZER.to_owned(),
-            ));
-            continue;
+        let (link, tenant) = match security_changes(call, "ACLs") {
+            Ok(to) => to,
+            Err((code, message)) => {
+                results.push(failed(code, message));
+                continue;
+            }
         };
         let binding = match binding(creation) {
             Ok(b) => b,
@@ -211,9 +204,9 @@ pub(crate) async fn create(
                 continue;
             }
         };
-        results.push(match link.create_acl(&binding).await {
+        results.push(match link.create_acl(tenant, &binding).await {
             Ok(()) => {
-                let mut acls = broker.acls.write();
+                let mut acls = call.tenant.acls.write();
                 if !acls.contains(&binding) {
                     acls.push(binding);
                 }
@@ -236,21 +229,15 @@ fn matching(binding: &AclBinding) -> DeleteAclsMatchingAcl {
         .with_permission_type(binding.permission.code())
 }
 
-async fn delete_one(
-    broker: &Broker,
-    access: &Access<'_>,
-    f: &DeleteAclsFilter,
-) -> DeleteAclsFilterResult {
+async fn delete_one(call: &Call<'_>, f: &DeleteAclsFilter) -> DeleteAclsFilterResult {
     let failed = |code: ResponseError, message: String| {
         DeleteAclsFilterResult::default()
             .with_error_code(code.code())
             .with_error_message(Some(s(&message)))
     };
-    if let Some((code, message)) = acl_changes_refused(broker, access) {
-        return failed(code, message);
-    }
-    let Some(link) = &broker.controller else {
-        return failed(ResponseError::SecurityDisabled, NO_AUTHORIZER.to_owned());
+    let (link, tenant) = match security_changes(call, "ACLs") {
+        Ok(to) => to,
+        Err((code, message)) => return failed(code, message),
     };
     let selector = match filter(
         f.resource_type_filter,
@@ -264,9 +251,9 @@ async fn delete_one(
         Ok(selector) => selector,
         Err(e) => return failed(ResponseError::InvalidRequest, e.to_string()),
     };
-    match link.delete_acls(&selector).await {
+    match link.delete_acls(tenant, &selector).await {
         Ok(deleted) => {
-            broker.acls.write().retain(|b| !deleted.contains(b));
+            call.tenant.acls.write().retain(|b| !deleted.contains(b));
             DeleteAclsFilterResult::default()
                 .with_matching_acls(deleted.iter().map(matching).collect())
         }
@@ -274,14 +261,10 @@ async fn delete_one(
     }
 }
 
-pub(crate) async fn delete(
-    broker: &Broker,
-    access: &Access<'_>,
-    request: DeleteAclsRequest,
-) -> DeleteAclsResponse {
+pub(crate) async fn delete(call: &Call<'_>, request: DeleteAclsRequest) -> DeleteAclsResponse {
     let mut results = Vec::with_capacity(request.filters.len());
     for f in &request.filters {
-        results.push(delete_one(broker, access, f).await);
+        results.push(delete_one(call, f).await);
     }
     DeleteAclsResponse::default().with_filter_results(results)
 }
@@ -296,7 +279,7 @@ impl Api for DescribeAcls {
     const VERSIONS: (i16, i16) = (1, 3);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(describe(call.broker, &call.access(), request))
+        Some(describe(call, request))
     }
 }
 
@@ -310,7 +293,7 @@ impl Api for CreateAcls {
     const VERSIONS: (i16, i16) = (1, 3);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(create(call.broker, &call.access(), request).await)
+        Some(create(call, request).await)
     }
 }
 
@@ -324,6 +307,6 @@ impl Api for DeleteAcls {
     const VERSIONS: (i16, i16) = (1, 3);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(delete(call.broker, &call.access(), request).await)
+        Some(delete(call, request).await)
     }
 }

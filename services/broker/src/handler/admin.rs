@@ -58,11 +58,10 @@ fn topic_error(err: &TopicError) -> (i16, Option<StrBytes>) {
 }
 
 pub(crate) async fn create_topics(
-    broker: &Broker,
-    access: &Access<'_>,
+    call: &Call<'_>,
     request: CreateTopicsRequest,
-    version: i16,
 ) -> CreateTopicsResponse {
+    let access = call.access();
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         // CREATE on the cluster or on the topic; a denied topic is not made.
@@ -77,16 +76,17 @@ pub(crate) async fn create_topics(
             );
             continue;
         }
-        topics.push(create_topic(broker, topic, request.validate_only, version).await);
+        topics.push(create_topic(call, topic, request.validate_only).await);
     }
     CreateTopicsResponse::default().with_topics(topics)
 }
 
 /// Why `adding` partitions would take the tenant past its `partitions` quota, by this
 /// broker's view of its topics; `None` when they fit.
-fn over_partitions_quota(broker: &Broker, adding: i64) -> Option<String> {
-    let limit = broker.quotas.partitions()?;
-    let used: i64 = broker
+fn over_partitions_quota(call: &Call<'_>, adding: i64) -> Option<String> {
+    let limit = call.tenant.quotas.partitions()?;
+    let used: i64 = call
+        .broker
         .topics
         .list()
         .iter()
@@ -101,11 +101,11 @@ fn over_partitions_quota(broker: &Broker, adding: i64) -> Option<String> {
 }
 
 async fn create_topic(
-    broker: &Broker,
+    call: &Call<'_>,
     topic: kafka_protocol::messages::create_topics_request::CreatableTopic,
     validate_only: bool,
-    version: i16,
 ) -> CreatableTopicResult {
+    let (broker, version) = (call.broker, call.version);
     let name = topic.name.0.as_str().to_owned();
     let result = CreatableTopicResult::default().with_name(topic.name.clone());
     let partitions = match topic.num_partitions {
@@ -173,7 +173,7 @@ async fn create_topic(
     }
     if validate_only {
         // The controller decides for real; this answers from the last snapshot.
-        if let Some(message) = over_partitions_quota(broker, i64::from(partitions)) {
+        if let Some(message) = over_partitions_quota(call, i64::from(partitions)) {
             return refuse(ResponseError::PolicyViolation, message);
         }
     }
@@ -320,10 +320,10 @@ async fn delete_topic(broker: &Broker, name: Option<String>, version: i16) -> De
 }
 
 pub(crate) async fn create_partitions(
-    broker: &Broker,
-    access: &Access<'_>,
+    call: &Call<'_>,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
+    let access = call.access();
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         // ALTER on the topic.
@@ -335,16 +335,17 @@ pub(crate) async fn create_partitions(
             );
             continue;
         }
-        results.push(create_partitions_of(broker, topic, request.validate_only).await);
+        results.push(create_partitions_of(call, topic, request.validate_only).await);
     }
     CreatePartitionsResponse::default().with_results(results)
 }
 
 async fn create_partitions_of(
-    broker: &Broker,
+    call: &Call<'_>,
     topic: kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic,
     validate_only: bool,
 ) -> CreatePartitionsTopicResult {
+    let broker = call.broker;
     let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
     let refuse = |message: String| {
         CreatePartitionsTopicResult::default()
@@ -376,7 +377,7 @@ async fn create_partitions_of(
     }
     if let (true, Some(existing)) = (validate_only, broker.topics.get(topic.name.0.as_str())) {
         let adding = i64::from(topic.count) - i64::from(existing.partitions);
-        if let Some(message) = over_partitions_quota(broker, adding.max(0)) {
+        if let Some(message) = over_partitions_quota(call, adding.max(0)) {
             return result
                 .with_error_code(ResponseError::PolicyViolation.code())
                 .with_error_message(Some(StrBytes::from_string(message)));
@@ -468,7 +469,7 @@ impl Api for CreateTopics {
     const VERSIONS: (i16, i16) = (2, 7);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(create_topics(call.broker, &call.access(), request, call.version).await)
+        Some(create_topics(call, request).await)
     }
 }
 
@@ -496,7 +497,7 @@ impl Api for CreatePartitions {
     const VERSIONS: (i16, i16) = (0, 3);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(create_partitions(call.broker, &call.access(), request).await)
+        Some(create_partitions(call, request).await)
     }
 }
 

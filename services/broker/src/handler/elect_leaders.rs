@@ -28,6 +28,7 @@ fn answer_code(outcome: Outcome) -> ResponseError {
 
 pub(crate) async fn elect_leaders(
     broker: &Broker,
+    tenant: &str,
     access: &crate::authz::Access<'_>,
     request: ElectLeadersRequest,
     version: i16,
@@ -69,7 +70,7 @@ pub(crate) async fn elect_leaders(
                 })
             })
             .collect(),
-        Some(link) => match link.elect_leaders(unclean, asked).await {
+        Some(link) => match link.elect_leaders(tenant, unclean, asked).await {
             Ok(results) => results
                 .into_iter()
                 .map(|r| {
@@ -124,6 +125,7 @@ impl Api for ElectLeaders {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(elect_leaders(call.broker, &call.access(), request, call.version).await)
+        let tenant = call.tenant_name().unwrap_or_default();
+        Some(elect_leaders(call.broker, tenant, &call.access(), request, call.version).await)
     }
 }

@@ -138,6 +138,7 @@ pub(crate) fn cluster_brokers(broker: &Broker, listener: &ListenerInfo) -> Vec<B
         port: i32::from(listener.advertised_port),
         rack: broker.config.rack.clone(),
         listeners: Vec::new(),
+        tenant: None,
     });
     brokers.sort_by_key(|b| b.node_id);
     brokers

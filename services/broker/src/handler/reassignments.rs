@@ -37,6 +37,7 @@ fn refused(code: ResponseError, text: &str) -> AlterPartitionReassignmentsRespon
 
 pub(crate) async fn alter(
     broker: &Broker,
+    tenant: &str,
     request: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
     let asked: Vec<(String, i32, Option<Vec<i32>>)> = request
@@ -66,7 +67,7 @@ pub(crate) async fn alter(
             "this broker is on its own: its partitions have nowhere to move",
         );
     };
-    let results = match link.alter_reassignments(asked).await {
+    let results = match link.alter_reassignments(tenant, asked).await {
         Ok(results) => results,
         Err(e) => {
             tracing::debug!(error = %e, "the controller did not reassign");
@@ -101,6 +102,7 @@ pub(crate) async fn alter(
 
 pub(crate) async fn list(
     broker: &Broker,
+    tenant: &str,
     request: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
     let Some(link) = &broker.controller else {
@@ -113,7 +115,7 @@ pub(crate) async fn list(
         .into_iter()
         .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
         .collect();
-    let ongoing = match link.list_reassignments(asked).await {
+    let ongoing = match link.list_reassignments(tenant, asked).await {
         Ok(ongoing) => ongoing,
         Err(e) => {
             tracing::debug!(error = %e, "the controller did not list reassignments");
@@ -163,7 +165,7 @@ impl Api for AlterPartitionReassignments {
                     ))),
             );
         }
-        Some(alter(call.broker, request).await)
+        Some(alter(call.broker, call.tenant_name().unwrap_or_default(), request).await)
     }
 }
 
@@ -185,6 +187,6 @@ impl Api for ListPartitionReassignments {
                     ),
             );
         }
-        Some(list(call.broker, request).await)
+        Some(list(call.broker, call.tenant_name().unwrap_or_default(), request).await)
     }
 }

@@ -58,7 +58,9 @@ impl Api for SaslHandshake {
         // A first handshake, or a re-authentication of an authenticated session.
         let previous = match session.state() {
             SaslState::Start => Ok(None),
-            SaslState::Authenticated(who) if call.version >= 1 => Ok(Some(who.principal)),
+            SaslState::Authenticated(who) if call.version >= 1 => {
+                Ok(Some((who.principal, who.tenant)))
+            }
             _ => Err(()),
         };
         let previous = match previous {
@@ -125,8 +127,13 @@ impl Api for SaslAuthenticate {
                     .map_err(SaslError::from);
                 return match (finished, session_id) {
                     (Ok(server_final), Some(session_id)) => {
+                        let (tenant, user) = match scram_user(call.broker, &exchange.user) {
+                            Ok(named) => named,
+                            Err(e) => return failed(call, mechanism, e),
+                        };
                         let who = Authenticated {
-                            principal: skein_auth::Principal::user(exchange.user.clone()),
+                            principal: skein_auth::Principal::user(user),
+                            tenant: Some(tenant.to_owned()),
                             key_id: session_id,
                             verified_at: std::time::Instant::now(),
                             expires_at: None,
@@ -185,12 +192,14 @@ impl Api for SaslAuthenticate {
 fn accept(
     call: &Call<'_>,
     who: Authenticated,
-    previous: Option<skein_auth::Principal>,
+    previous: Option<crate::sasl::Previous>,
     mechanism: &str,
     auth_bytes: Vec<u8>,
 ) -> Option<SaslAuthenticateResponse> {
     let session = call.session;
-    if let Some(previous) = previous.filter(|p| *p != who.principal) {
+    if let Some((previous, _)) =
+        previous.filter(|(principal, tenant)| *principal != who.principal || *tenant != who.tenant)
+    {
         return failed(call, mechanism, SaslError::PrincipalChanged(previous));
     }
     tracing::debug!(peer = %session.peer, principal = %who.principal,
@@ -236,17 +245,31 @@ async fn scram_first(
     message: &[u8],
 ) -> Result<(String, skein_scram::ServerFirst, Option<String>), SaslError> {
     let first = skein_scram::ClientFirst::parse(message)?;
+    let (tenant, user) = scram_user(call.broker, &first.user)?;
     let (credential, session_id) = call
         .broker
         .keys
-        .scram_credential(call.broker.controller.as_ref(), &first.user, mechanism)
+        .scram_credential(call.broker.controller.as_ref(), tenant, user, mechanism)
         .await?;
     let (server_first, exchange) = first.reply(credential, &crate::sasl::server_nonce())?;
     Ok((server_first, exchange, session_id))
 }
 
-/// An OAUTHBEARER client message checked as the gateway checks tokens, for this broker's
-/// tenant.
+/// The tenant and user a SCRAM user name names: a user of the broker's tenant on a broker
+/// serving one; `USER@TENANT` on a broker serving every tenant (tenant names have no `@`).
+fn scram_user<'a>(broker: &'a Broker, name: &'a str) -> Result<(&'a str, &'a str), SaslError> {
+    match broker.topics.tenancy() {
+        crate::scope::Tenancy::One => Ok((broker.own_tenant().unwrap_or_default(), name)),
+        crate::scope::Tenancy::Every => name
+            .rsplit_once('@')
+            .map(|(user, tenant)| (tenant, user))
+            .filter(|(tenant, user)| !tenant.is_empty() && !user.is_empty())
+            .ok_or(SaslError::NoTenant),
+    }
+}
+
+/// An OAUTHBEARER client message checked as the gateway checks tokens: for this broker's
+/// tenant, or on a broker serving every tenant, for the tenant the token names.
 async fn authenticate_token(
     broker: &Broker,
     message: &[u8],
@@ -258,10 +281,10 @@ async fn authenticate_token(
         .ok_or_else(|| SaslError::BadToken("this broker accepts no tokens".to_owned()))?;
     let token = parse_oauthbearer(message)?;
     // A broker on its own knows no tenant to hold the token's claim to: it takes none.
-    let tenant = broker
-        .controller
-        .as_ref()
-        .map(|link| link.identity().tenant.as_str())
-        .ok_or_else(|| SaslError::BadToken("this broker serves no tenant".to_owned()))?;
-    crate::sasl::authenticate_token(oauth, tenant, token).await
+    let Some(link) = &broker.controller else {
+        return Err(SaslError::BadToken(
+            "this broker serves no tenant".to_owned(),
+        ));
+    };
+    crate::sasl::authenticate_token(oauth, link.identity().tenant.as_deref(), token).await
 }

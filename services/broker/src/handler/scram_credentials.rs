@@ -63,6 +63,12 @@ impl Api for DescribeUserScramCredentials {
         let Some(link) = &call.broker.controller else {
             return refused(ResponseError::SecurityDisabled, NO_CONTROLLER.to_owned());
         };
+        let Some(tenant) = call.tenant_name() else {
+            return refused(
+                ResponseError::ClusterAuthorizationFailed,
+                "the cluster's own connections describe no tenant's SCRAM credentials".to_owned(),
+            );
+        };
         if !call.access().cluster(Operation::Describe) {
             return refused(
                 ResponseError::ClusterAuthorizationFailed,
@@ -86,7 +92,7 @@ impl Api for DescribeUserScramCredentials {
             .cloned()
             .collect();
         let unique: Vec<String> = seen.into_iter().map(str::to_owned).collect();
-        let found = match link.describe_scram_credentials(unique).await {
+        let found = match link.describe_scram_credentials(tenant, unique).await {
             Ok(found) => found,
             Err(e) => {
                 let (code, message) = controller_error(&e);
@@ -239,20 +245,19 @@ impl Api for AlterUserScramCredentials {
                 }
             }
         }
-        let blocked = if call.broker.controller.is_none() {
-            Some((ResponseError::SecurityDisabled, NO_CONTROLLER.to_owned()))
-        } else {
-            super::acls::security_changes_refused(call.broker, &call.access(), "SCRAM credentials")
-        };
+        let changes = super::acls::security_changes(call, "SCRAM credentials");
         let mut results = Vec::with_capacity(users.len());
         for (user, alteration) in users {
-            let outcome = match (blocked.clone(), alteration.refused, &call.broker.controller) {
-                (Some(refusal), _, _) | (None, Some(refusal), _) => Err(refusal),
-                (None, None, None) => {
-                    Err((ResponseError::SecurityDisabled, NO_CONTROLLER.to_owned()))
-                }
-                (None, None, Some(link)) => link
-                    .alter_scram_credentials(&user, alteration.upsertions, alteration.deletions)
+            let outcome = match (&changes, alteration.refused) {
+                (Err(refusal), _) => Err(refusal.clone()),
+                (Ok(_), Some(refusal)) => Err(refusal),
+                (Ok((link, tenant)), None) => link
+                    .alter_scram_credentials(
+                        tenant,
+                        &user,
+                        alteration.upsertions,
+                        alteration.deletions,
+                    )
                     .await
                     .map_err(|e| controller_error(&e)),
             };
