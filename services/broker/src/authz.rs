@@ -5,6 +5,7 @@
 
 use skein_auth::{authorize, Operation, Principal, Resource, ResourceType, CLUSTER_NAME};
 
+use crate::scope::Scope;
 use crate::tenants::Tenant;
 use crate::Broker;
 
@@ -13,6 +14,8 @@ pub(crate) struct Access<'a> {
     broker: &'a Broker,
     /// The tenant whose bindings decide.
     tenant: &'a Tenant,
+    /// Whose names the request speaks.
+    scope: &'a Scope,
     /// `None` on a listener without authentication.
     principal: Option<Principal>,
     /// The client's address, as ACL hosts name it.
@@ -23,12 +26,14 @@ impl<'a> Access<'a> {
     pub(crate) fn new(
         broker: &'a Broker,
         tenant: &'a Tenant,
+        scope: &'a Scope,
         principal: Option<Principal>,
         peer: &'a str,
     ) -> Self {
         Self {
             broker,
             tenant,
+            scope,
             principal,
             host: peer.trim_start_matches('/'),
         }
@@ -92,9 +97,10 @@ impl<'a> Access<'a> {
             && self
                 .broker
                 .topics
-                .list()
+                .list_in(self.scope)
                 .iter()
-                .any(|topic| self.topic(Operation::Write, &topic.name))
+                .filter_map(|topic| self.scope.strip(&topic.name))
+                .any(|name| self.topic(Operation::Write, name))
     }
 
     /// Whether a principal is named at all (an authenticated listener).
@@ -135,6 +141,7 @@ mod tests {
         let alice = Access::new(
             &broker,
             &tenant,
+            &Scope::Plain,
             Some(Principal::user("alice")),
             "/10.0.0.7",
         );
@@ -146,12 +153,24 @@ mod tests {
         assert!(alice.group(Operation::Read, "billing"));
         assert!(!alice.cluster(Operation::Alter));
         assert!(!alice.may_create_topic("orders"));
-        let bob = Access::new(&broker, &tenant, Some(Principal::user("bob")), "/10.0.0.8");
+        let bob = Access::new(
+            &broker,
+            &tenant,
+            &Scope::Plain,
+            Some(Principal::user("bob")),
+            "/10.0.0.8",
+        );
         assert!(!bob.topic(Operation::Write, "orders"));
-        let anonymous = Access::new(&broker, &tenant, None, "/10.0.0.9");
+        let anonymous = Access::new(&broker, &tenant, &Scope::Plain, None, "/10.0.0.9");
         // Another tenant's bindings say nothing of this one's principals.
         let other = Tenant::default();
-        let elsewhere = Access::new(&broker, &other, Some(Principal::user("alice")), "/10.0.0.7");
+        let elsewhere = Access::new(
+            &broker,
+            &other,
+            &Scope::Plain,
+            Some(Principal::user("alice")),
+            "/10.0.0.7",
+        );
         assert!(!elsewhere.topic(Operation::Write, "orders"));
         assert!(anonymous.topic(Operation::Read, "orders"));
         assert!(anonymous.cluster(Operation::Alter));

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
+
+use crate::scope::Scope;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -47,6 +49,9 @@ struct SessionPartition {
 
 #[derive(Debug)]
 struct Session {
+    /// The scope that opened it: only requests of the same scope (the same tenant) may use,
+    /// advance or close it.
+    owner: Scope,
     next_epoch: i32,
     partitions: BTreeMap<(String, i32), SessionPartition>,
     last_used: Instant,
@@ -84,8 +89,11 @@ fn next(epoch: i32) -> i32 {
 }
 
 impl FetchSessions {
+    /// A fetch of `owner`'s through the session it names: a session of another scope (another
+    /// tenant's) is unknown to it.
     pub(crate) fn update(
         &self,
+        owner: &Scope,
         session_id: i32,
         epoch: i32,
         requested: Vec<FetchTarget>,
@@ -94,7 +102,11 @@ impl FetchSessions {
         let mut inner = self.inner.lock();
         let now = Instant::now();
         if epoch == 0 {
-            if session_id != 0 {
+            if inner
+                .by_id
+                .get(&session_id)
+                .is_some_and(|s| s.owner == *owner)
+            {
                 inner.by_id.remove(&session_id);
             }
             if inner.by_id.len() >= MAX_SESSIONS {
@@ -124,6 +136,7 @@ impl FetchSessions {
             inner.by_id.insert(
                 id,
                 Session {
+                    owner: owner.clone(),
                     next_epoch: 1,
                     partitions,
                     last_used: now,
@@ -134,7 +147,11 @@ impl FetchSessions {
                 targets: requested,
             };
         }
-        let Some(session) = inner.by_id.get_mut(&session_id) else {
+        let Some(session) = inner
+            .by_id
+            .get_mut(&session_id)
+            .filter(|s| s.owner == *owner)
+        else {
             return SessionOutcome::Error(ResponseError::FetchSessionIdNotFound);
         };
         if epoch != session.next_epoch {
@@ -170,8 +187,16 @@ impl FetchSessions {
         }
     }
 
-    pub(crate) fn close(&self, session_id: i32) {
-        self.inner.lock().by_id.remove(&session_id);
+    /// Closes `owner`'s session of that id (another scope's stays open).
+    pub(crate) fn close(&self, owner: &Scope, session_id: i32) {
+        let mut inner = self.inner.lock();
+        if inner
+            .by_id
+            .get(&session_id)
+            .is_some_and(|s| s.owner == *owner)
+        {
+            inner.by_id.remove(&session_id);
+        }
     }
 
     /// Records the high watermark and log start a session's client was just told; true when
@@ -218,7 +243,7 @@ mod tests {
     }
 
     fn open(sessions: &FetchSessions) -> i32 {
-        match sessions.update(0, 0, vec![target(0)], &[]) {
+        match sessions.update(&Scope::Plain, 0, 0, vec![target(0)], &[]) {
             SessionOutcome::Full { session_id, .. } => session_id,
             _ => panic!("a full fetch opens a session"),
         }
@@ -237,17 +262,28 @@ mod tests {
         // An id never handed out names no session.
         let unknown = (1..).find(|id| !ids.contains(id)).unwrap_or(1);
         assert!(matches!(
-            sessions.update(unknown, 1, Vec::new(), &[]),
+            sessions.update(&Scope::Plain, unknown, 1, Vec::new(), &[]),
             SessionOutcome::Error(ResponseError::FetchSessionIdNotFound)
         ));
 
         let id = open(&sessions);
+        // Another tenant's request can neither use, advance nor close the session.
+        let other = Scope::Tenant("globex".into());
         assert!(matches!(
-            sessions.update(id, 1, Vec::new(), &[]),
+            sessions.update(&other, id, 1, Vec::new(), &[]),
+            SessionOutcome::Error(ResponseError::FetchSessionIdNotFound)
+        ));
+        sessions.close(&other, id);
+        assert!(matches!(
+            sessions.update(&other, id, 0, Vec::new(), &[]),
+            SessionOutcome::Full { session_id, .. } if session_id != id
+        ));
+        assert!(matches!(
+            sessions.update(&Scope::Plain, id, 1, Vec::new(), &[]),
             SessionOutcome::Incremental { .. }
         ));
         assert!(matches!(
-            sessions.update(id, 1, Vec::new(), &[]),
+            sessions.update(&Scope::Plain, id, 1, Vec::new(), &[]),
             SessionOutcome::Error(ResponseError::InvalidFetchSessionEpoch)
         ));
     }

@@ -48,6 +48,7 @@ impl<'a> Call<'a> {
         crate::authz::Access::new(
             self.broker,
             &self.tenant,
+            &self.scope,
             self.session.principal(),
             self.peer,
         )

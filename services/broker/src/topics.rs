@@ -12,7 +12,7 @@ use parking_lot::RwLock;
 use uuid::Uuid;
 
 use crate::controller_link::{Reason, TopicShape};
-use crate::scope::Tenancy;
+use crate::scope::{Scope, Tenancy};
 
 /// What is known of one topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -226,6 +226,45 @@ pub fn validate_name(name: &str) -> Result<(), TopicError> {
         return Err(invalid(
             "may contain only ASCII letters, digits, '.', '_' and '-'",
         ));
+    }
+    Ok(())
+}
+
+impl TopicError {
+    /// The error as a client of `scope` reads it: topics named as it knows them.
+    pub fn shown(&self, scope: &Scope) -> String {
+        let shown = |name: &str| scope.strip(name).unwrap_or(name).to_owned();
+        match self {
+            TopicError::InvalidName { name, reason } => TopicError::InvalidName {
+                name: shown(name),
+                reason,
+            }
+            .to_string(),
+            TopicError::AlreadyExists { name } => {
+                TopicError::AlreadyExists { name: shown(name) }.to_string()
+            }
+            TopicError::NotFound { name } => TopicError::NotFound { name: shown(name) }.to_string(),
+            TopicError::PartitionsNotIncreased { name, current } => {
+                TopicError::PartitionsNotIncreased {
+                    name: shown(name),
+                    current: *current,
+                }
+                .to_string()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// A topic name as a client of `scope` gives it: Kafka's rule ([`validate_name`]), and
+/// short enough to be kept with its tenant's ([`Scope::max_topic_name`]).
+pub fn validate_client_name(scope: &Scope, name: &str) -> Result<(), TopicError> {
+    validate_name(name)?;
+    if name.len() > scope.max_topic_name() {
+        return Err(TopicError::InvalidName {
+            name: name.to_owned(),
+            reason: "too long to keep beside its tenant's name (249 characters in all)",
+        });
     }
     Ok(())
 }
@@ -461,14 +500,25 @@ impl TopicRegistry {
         self.topics.read().get(name).cloned()
     }
 
-    /// The tenant's own topics, as clients see them.
-    pub fn list(&self) -> Vec<TopicInfo> {
+    /// The topics a client of `scope` may see (not the internal ones), under the names the
+    /// broker keeps: a tenant's own, or every topic on a broker serving one tenant.
+    pub fn list_in(&self, scope: &Scope) -> Vec<TopicInfo> {
         self.topics
             .read()
             .values()
-            .filter(|t| !self.is_internal(&t.name))
+            .filter(|t| !self.is_internal(&t.name) && scope.strip(&t.name).is_some())
             .cloned()
             .collect()
+    }
+
+    /// The brokers a client of `scope` is told of: those serving its tenant (one serving
+    /// every tenant, or that tenant alone).
+    pub fn brokers_for(&self, scope: &Scope) -> Vec<BrokerEndpoint> {
+        let mut brokers = self.brokers();
+        if let Some(tenant) = scope.tenant() {
+            brokers.retain(|b| b.tenant.as_deref().is_none_or(|t| t == tenant));
+        }
+        brokers
     }
 
     /// Every topic, the cluster's internal ones (`__consumer_offsets`) included: the

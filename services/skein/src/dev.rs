@@ -418,7 +418,7 @@ async fn import_local_topics(data_dir: &std::path::Path, topics: &TopicOps) -> a
         return Ok(());
     }
     let local = skein_broker::TopicRegistry::open(data_dir)?;
-    for info in local.list() {
+    for info in local.list_in(&skein_broker::scope::Scope::Plain) {
         let (imported, _) = match topics
             .create(
                 DEV_TENANT,

@@ -3,7 +3,6 @@
 
 use skein_auth::Operation;
 
-use crate::authz::Access;
 use kafka_protocol::messages::ApiKey;
 
 use crate::router::{Api, Call};
@@ -25,11 +24,13 @@ use kafka_protocol::ResponseError;
 
 use super::partition_error_code;
 use crate::controller_link::{Reason, TopicShape};
+use crate::scope::Scope;
 use crate::topics::TopicError;
 use crate::Broker;
 
-/// The Kafka error code and message for a refused topic operation.
-fn topic_error(err: &TopicError) -> (i16, Option<StrBytes>) {
+/// The Kafka error code and message for a refused topic operation, naming topics as the
+/// client of `scope` knows them.
+fn topic_error(err: &TopicError, scope: &Scope) -> (i16, Option<StrBytes>) {
     let code = match err {
         TopicError::InvalidName { .. } => ResponseError::InvalidTopicException,
         TopicError::InvalidPartitions { .. } | TopicError::PartitionsNotIncreased { .. } => {
@@ -54,7 +55,7 @@ fn topic_error(err: &TopicError) -> (i16, Option<StrBytes>) {
             (Reason::Conflict | Reason::Unspecified, _) => ResponseError::UnknownServerError,
         },
     };
-    (code.code(), Some(StrBytes::from_string(err.to_string())))
+    (code.code(), Some(StrBytes::from_string(err.shown(scope))))
 }
 
 pub(crate) async fn create_topics(
@@ -88,7 +89,7 @@ fn over_partitions_quota(call: &Call<'_>, adding: i64) -> Option<String> {
     let used: i64 = call
         .broker
         .topics
-        .list()
+        .list_in(&call.scope)
         .iter()
         .map(|t| i64::from(t.partitions))
         .sum();
@@ -108,6 +109,11 @@ async fn create_topic(
     let (broker, version) = (call.broker, call.version);
     let name = topic.name.0.as_str().to_owned();
     let result = CreatableTopicResult::default().with_name(topic.name.clone());
+    // The client's name by Kafka's rule, and short enough to keep with its tenant's.
+    if let Err(e) = crate::topics::validate_client_name(&call.scope, &name) {
+        let (code, message) = topic_error(&e, &call.scope);
+        return result.with_error_code(code).with_error_message(message);
+    }
     let partitions = match topic.num_partitions {
         -1 => broker.config.default_partitions,
         n => n,
@@ -187,7 +193,7 @@ async fn create_topic(
     };
     match broker
         .topics
-        .create_checked(&name, &shape, overrides, validate_only)
+        .create_checked(&call.scope.qualify(&name), &shape, overrides, validate_only)
         .await
     {
         Ok(info) => {
@@ -205,7 +211,7 @@ async fn create_topic(
             }
         }
         Err(e) => {
-            let (code, message) = topic_error(&e);
+            let (code, message) = topic_error(&e, &call.scope);
             result.with_error_code(code).with_error_message(message)
         }
     }
@@ -245,11 +251,10 @@ fn only_here(broker: &Broker, assigned: &[Vec<i32>]) -> Result<(), String> {
 }
 
 pub(crate) async fn delete_topics(
-    broker: &Broker,
-    access: &Access<'_>,
+    call: &Call<'_>,
     request: DeleteTopicsRequest,
-    version: i16,
 ) -> DeleteTopicsResponse {
+    let (broker, access, version, scope) = (call.broker, call.access(), call.version, &call.scope);
     // v6 names topics in `topics` (by name or id); earlier versions in `topic_names`.
     let names: Vec<Option<String>> = if version >= 6 {
         request
@@ -259,10 +264,10 @@ pub(crate) async fn delete_topics(
                 Some(n) => Some(n.0.as_str().to_owned()),
                 None => broker
                     .topics
-                    .list()
+                    .list_in(scope)
                     .into_iter()
                     .find(|i| i.id == t.topic_id)
-                    .map(|i| i.name),
+                    .and_then(|i| scope.strip(&i.name).map(str::to_owned)),
             })
             .collect()
     } else {
@@ -286,19 +291,21 @@ pub(crate) async fn delete_topics(
             );
             continue;
         }
-        responses.push(delete_topic(broker, name, version).await);
+        responses.push(delete_topic(call, name).await);
     }
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-async fn delete_topic(broker: &Broker, name: Option<String>, version: i16) -> DeletableTopicResult {
+/// Deletes the topic the client knows as `name`.
+async fn delete_topic(call: &Call<'_>, name: Option<String>) -> DeletableTopicResult {
+    let (broker, version) = (call.broker, call.version);
     let Some(name) = name else {
         return DeletableTopicResult::default()
             .with_error_code(ResponseError::UnknownTopicId.code());
     };
     let result = DeletableTopicResult::default()
         .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
-    match broker.topics.delete(&name).await {
+    match broker.topics.delete(&call.scope.qualify(&name)).await {
         Ok(info) => {
             broker.replicas.drop_partitions(&info);
             if version >= 6 {
@@ -308,7 +315,7 @@ async fn delete_topic(broker: &Broker, name: Option<String>, version: i16) -> De
             }
         }
         Err(e) => {
-            let (code, message) = topic_error(&e);
+            let (code, message) = topic_error(&e, &call.scope);
             let result = result.with_error_code(code);
             if version >= 5 {
                 result.with_error_message(message)
@@ -346,6 +353,7 @@ async fn create_partitions_of(
     validate_only: bool,
 ) -> CreatePartitionsTopicResult {
     let broker = call.broker;
+    let kept = call.scope.qualify(topic.name.0.as_str());
     let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
     let refuse = |message: String| {
         CreatePartitionsTopicResult::default()
@@ -362,10 +370,7 @@ async fn create_partitions_of(
     if let Err(message) = only_here(broker, &assigned) {
         return refuse(message);
     }
-    if let (false, Some(existing)) = (
-        assigned.is_empty(),
-        broker.topics.get(topic.name.0.as_str()),
-    ) {
+    if let (false, Some(existing)) = (assigned.is_empty(), broker.topics.get(&kept)) {
         // The controller checks this too; a broker on its own has only this check.
         let adding = i64::from(topic.count) - i64::from(existing.partitions);
         if adding > 0 && assigned.len() as i64 != adding {
@@ -375,7 +380,7 @@ async fn create_partitions_of(
             ));
         }
     }
-    if let (true, Some(existing)) = (validate_only, broker.topics.get(topic.name.0.as_str())) {
+    if let (true, Some(existing)) = (validate_only, broker.topics.get(&kept)) {
         let adding = i64::from(topic.count) - i64::from(existing.partitions);
         if let Some(message) = over_partitions_quota(call, adding.max(0)) {
             return result
@@ -385,22 +390,22 @@ async fn create_partitions_of(
     }
     match broker
         .topics
-        .add_partitions(topic.name.0.as_str(), topic.count, &assigned, validate_only)
+        .add_partitions(&kept, topic.count, &assigned, validate_only)
         .await
     {
         Ok(_) => result,
         Err(e) => {
-            let (code, message) = topic_error(&e);
+            let (code, message) = topic_error(&e, &call.scope);
             result.with_error_code(code).with_error_message(message)
         }
     }
 }
 
 pub(crate) fn delete_records(
-    broker: &Broker,
-    access: &Access<'_>,
+    call: &Call<'_>,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
+    let (broker, access) = (call.broker, call.access());
     let topics = request
         .topics
         .into_iter()
@@ -408,6 +413,7 @@ pub(crate) fn delete_records(
             let name = topic.name.0.as_str().to_owned();
             // DELETE on the topic.
             let allowed = access.topic(Operation::Delete, &name);
+            let kept = call.scope.qualify(&name);
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -421,7 +427,7 @@ pub(crate) fn delete_records(
                     }
                     let deleted = broker
                         .replicas
-                        .leader(&name, p.partition_index, -1)
+                        .leader(&kept, p.partition_index, -1)
                         .and_then(|partition| partition.delete_records(p.offset));
                     match deleted {
                         Ok(low_watermark) => result.with_low_watermark(low_watermark),
@@ -437,16 +443,14 @@ pub(crate) fn delete_records(
     DeleteRecordsResponse::default().with_topics(topics)
 }
 
-pub(crate) fn describe_cluster(
-    broker: &Broker,
-    listener: &crate::listeners::ListenerInfo,
-) -> DescribeClusterResponse {
+pub(crate) fn describe_cluster(call: &Call<'_>) -> DescribeClusterResponse {
+    let broker = call.broker;
     let node = BrokerId(broker.config.node_id);
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_static_str("skein"))
         .with_controller_id(node)
         .with_brokers(
-            super::metadata::cluster_brokers(broker, listener)
+            super::metadata::cluster_brokers(broker, &call.scope, &call.session.listener)
                 .into_iter()
                 .map(|b| {
                     DescribeClusterBroker::default()
@@ -483,7 +487,7 @@ impl Api for DeleteTopics {
     const VERSIONS: (i16, i16) = (1, 6);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(delete_topics(call.broker, &call.access(), request, call.version).await)
+        Some(delete_topics(call, request).await)
     }
 }
 
@@ -511,7 +515,7 @@ impl Api for DeleteRecords {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(delete_records(call.broker, &call.access(), request))
+        Some(delete_records(call, request))
     }
 }
 
@@ -525,6 +529,6 @@ impl Api for DescribeCluster {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, _request: Self::Request) -> Option<Self::Response> {
-        Some(describe_cluster(call.broker, &call.session.listener))
+        Some(describe_cluster(call))
     }
 }

@@ -302,10 +302,10 @@ fn config_access(
 }
 
 pub(crate) fn describe(
-    broker: &Broker,
-    access: &Access<'_>,
+    call: &Call<'_>,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
+    let (broker, access) = (call.broker, call.access());
     let results = request
         .resources
         .into_iter()
@@ -314,7 +314,7 @@ pub(crate) fn describe(
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             if let Err((code, message)) = config_access(
-                access,
+                &access,
                 resource.resource_type,
                 resource.resource_name.as_str(),
                 Operation::DescribeConfigs,
@@ -324,7 +324,7 @@ pub(crate) fn describe(
                     .with_error_message(Some(s(&message)));
             }
             match resource.resource_type {
-                TOPIC => match broker.topics.get(resource.resource_name.as_str()) {
+                TOPIC => match topic(call, resource.resource_name.as_str()) {
                     Some(info) => result.with_configs(entries(
                         &broker.replicas.settings(&info),
                         &info.configs,
@@ -354,14 +354,32 @@ pub(crate) fn describe(
     DescribeConfigsResponse::default().with_results(results)
 }
 
+/// The topic a client names, as its scope keeps it; the cluster's internal topics are
+/// unknown to clients.
+fn topic(call: &Call<'_>, name: &str) -> Option<crate::TopicInfo> {
+    if crate::topics::is_internal(name) {
+        return None;
+    }
+    call.broker.topics.get(&call.scope.qualify(name))
+}
+
 /// IncrementalAlterConfigs of this broker: only the replication throttles' rates, set
 /// (bytes per second, at least 1) or deleted (back to the broker's setting). Checked whole
 /// before anything changes.
 fn alter_broker(
-    broker: &Broker,
+    call: &Call<'_>,
     resource: &kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
+    let broker = call.broker;
+    // A broker's throttles are shared by every tenant it serves: on a broker serving every
+    // tenant, no tenant's client changes them.
+    if call.scope.tenant().is_some() {
+        return Err((
+            ResponseError::ClusterAuthorizationFailed,
+            "this broker serves every tenant; its configs are the operator's".to_owned(),
+        ));
+    }
     let node = broker.config.node_id.to_string();
     if resource.resource_name.as_str() != node {
         return Err((
@@ -422,14 +440,14 @@ fn alter_broker(
 }
 
 pub(crate) async fn incremental_alter(
-    broker: &Broker,
-    access: &Access<'_>,
+    call: &Call<'_>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let access = call.access();
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in request.resources {
         if let Err((code, message)) = config_access(
-            access,
+            &access,
             resource.resource_type,
             resource.resource_name.as_str(),
             Operation::AlterConfigs,
@@ -443,13 +461,13 @@ pub(crate) async fn incremental_alter(
             );
             continue;
         }
-        responses.push(alter_one(broker, resource, request.validate_only).await);
+        responses.push(alter_one(call, resource, request.validate_only).await);
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
 async fn alter_one(
-    broker: &Broker,
+    call: &Call<'_>,
     resource: kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
     validate_only: bool,
 ) -> AlterConfigsResourceResponse {
@@ -464,7 +482,7 @@ async fn alter_one(
             .with_error_message(Some(s(&message)))
     };
     if resource.resource_type == BROKER {
-        return match alter_broker(broker, &resource, validate_only) {
+        return match alter_broker(call, &resource, validate_only) {
             Ok(()) => response,
             Err((code, message)) => refuse(code, message),
         };
@@ -478,7 +496,7 @@ async fn alter_one(
     if let Err(e) = crate::topics::refuse_internal(resource.resource_name.as_str()) {
         return refuse(ResponseError::InvalidTopicException, e.to_string());
     }
-    let Some(info) = broker.topics.get(resource.resource_name.as_str()) else {
+    let Some(info) = topic(call, resource.resource_name.as_str()) else {
         return refuse(
             ResponseError::UnknownTopicOrPartition,
             "unknown topic".to_owned(),
@@ -510,7 +528,7 @@ async fn alter_one(
                     }
                 }
     }
-    match store_overrides(broker, &info, overrides, validate_only).await {
+    match store_overrides(call, &info, overrides, validate_only).await {
         Ok(()) => response,
         Err((code, message)) => refuse(code, message),
     }
@@ -519,11 +537,12 @@ async fn alter_one(
 /// Checks a topic's new config overrides and, unless only validating, stores them and
 /// applies them to its logs.
 async fn store_overrides(
-    broker: &Broker,
+    call: &Call<'_>,
     info: &crate::TopicInfo,
     overrides: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
+    let broker = call.broker;
     topic_config::settings(&broker.replicas.defaults(), &overrides)
         .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
     if validate_only {
@@ -533,25 +552,22 @@ async fn store_overrides(
         .topics
         .set_configs(&info.name, overrides)
         .await
-        .map_err(|e| (ResponseError::KafkaStorageError, e.to_string()))?;
+        .map_err(|e| (ResponseError::KafkaStorageError, e.shown(&call.scope)))?;
     broker.replicas.apply_settings(&updated);
     Ok(())
 }
 
 /// The legacy AlterConfigs: each topic's overrides become exactly the entries given (a
 /// null value sets nothing), everything else back to its default.
-pub(crate) async fn alter(
-    broker: &Broker,
-    access: &Access<'_>,
-    request: AlterConfigsRequest,
-) -> AlterConfigsResponse {
+pub(crate) async fn alter(call: &Call<'_>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let access = call.access();
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in request.resources {
         let answer = AlterConfigsResponseEntry::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
         if let Err((code, message)) = config_access(
-            access,
+            &access,
             resource.resource_type,
             resource.resource_name.as_str(),
             Operation::AlterConfigs,
@@ -572,7 +588,7 @@ pub(crate) async fn alter(
             }
             crate::topics::refuse_internal(resource.resource_name.as_str())
                 .map_err(|e| (ResponseError::InvalidTopicException, e.to_string()))?;
-            let info = broker.topics.get(resource.resource_name.as_str()).ok_or((
+            let info = topic(call, resource.resource_name.as_str()).ok_or((
                 ResponseError::UnknownTopicOrPartition,
                 "unknown topic".to_owned(),
             ))?;
@@ -586,7 +602,7 @@ pub(crate) async fn alter(
                     ))
                 })
                 .collect();
-            store_overrides(broker, &info, overrides, request.validate_only).await
+            store_overrides(call, &info, overrides, request.validate_only).await
         }
         .await;
         responses.push(match outcome {
@@ -609,7 +625,7 @@ impl Api for DescribeConfigs {
     const VERSIONS: (i16, i16) = (1, 4);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(describe(call.broker, &call.access(), request))
+        Some(describe(call, request))
     }
 }
 
@@ -623,7 +639,7 @@ impl Api for AlterConfigs {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(alter(call.broker, &call.access(), request).await)
+        Some(alter(call, request).await)
     }
 }
 
@@ -637,6 +653,6 @@ impl Api for IncrementalAlterConfigs {
     const VERSIONS: (i16, i16) = (0, 1);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(incremental_alter(call.broker, &call.access(), request).await)
+        Some(incremental_alter(call, request).await)
     }
 }

@@ -18,7 +18,7 @@ use kafka_protocol::ResponseError;
 
 use super::metadata::cluster_brokers;
 use crate::router::{Api, Call};
-use crate::{Broker, TopicInfo};
+use crate::TopicInfo;
 
 /// The most partitions one answer holds (Kafka's `max.request.partition.size.limit`).
 pub(crate) const MAX_PAGE: i32 = 2000;
@@ -31,17 +31,17 @@ fn topic_name(name: &str) -> TopicName {
 }
 
 pub(crate) async fn describe_topic_partitions(
-    broker: &Broker,
-    listener: &crate::listeners::ListenerInfo,
+    call: &Call<'_>,
     request: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
-    // (name, the topic if it exists), in name order.
+    let (broker, scope) = (call.broker, &call.scope);
+    // (name as the client knows it, the topic if it exists), in name order.
     let mut wanted: Vec<(String, Option<TopicInfo>)> = if request.topics.is_empty() {
         broker
             .topics
-            .list()
+            .list_in(scope)
             .into_iter()
-            .map(|t| (t.name.clone(), Some(t)))
+            .filter_map(|t| Some((scope.strip(&t.name)?.to_owned(), Some(t))))
             .collect()
     } else {
         let mut names: Vec<String> = request
@@ -53,7 +53,7 @@ pub(crate) async fn describe_topic_partitions(
         names.dedup();
         let mut wanted = Vec::with_capacity(names.len());
         for name in names {
-            let info = broker.topics.lookup(&name).await;
+            let info = broker.topics.lookup(&scope.qualify(&name)).await;
             wanted.push((name, info));
         }
         wanted
@@ -78,7 +78,7 @@ pub(crate) async fn describe_topic_partitions(
         l if l <= 0 => MAX_PAGE,
         l => l.min(MAX_PAGE),
     };
-    let brokers = cluster_brokers(broker, listener);
+    let brokers = cluster_brokers(broker, scope, &call.session.listener);
     let live = |id: &i32| brokers.iter().any(|b| b.node_id == *id);
     let ids = |list: &[i32]| list.iter().copied().map(BrokerId).collect::<Vec<_>>();
     let node = broker.config.node_id;
@@ -168,8 +168,7 @@ impl Api for DescribeTopicPartitions {
         // Topics the principal may not describe are refused, or left out of a listing.
         let access = call.access();
         let named = !request.topics.is_empty();
-        let mut response =
-            describe_topic_partitions(call.broker, &call.session.listener, request).await;
+        let mut response = describe_topic_partitions(call, request).await;
         if named {
             for topic in &mut response.topics {
                 let name = topic.name.as_ref().map_or("", |n| n.as_str());

@@ -10,7 +10,6 @@ use std::collections::HashSet;
 
 use skein_auth::Operation;
 
-use crate::authz::Access;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -41,25 +40,25 @@ fn follower_of(request: &FetchRequest) -> Option<i32> {
     (id >= 0).then_some(id)
 }
 
-pub(crate) async fn handle(
-    broker: &Broker,
-    access: &Access<'_>,
-    request: FetchRequest,
-    version: i16,
-) -> FetchResponse {
+pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchResponse {
+    let (broker, access, version, scope) = (call.broker, call.access(), call.version, &call.scope);
     let follower = follower_of(&request);
-    // From v13 topics are named by id; an unknown id resolves to no name.
+    // Targets carry the names the broker keeps. From v13 topics are named by id, looked up
+    // among the scope's own topics; an unknown id resolves to no name. A follower fetches
+    // the internal topics too.
     let name_of = |name: &TopicName, id: &Uuid| -> String {
         if version >= 13 {
-            broker
-                .topics
-                .list()
+            let topics = match follower {
+                Some(_) => broker.topics.list_all(),
+                None => broker.topics.list_in(scope),
+            };
+            topics
                 .into_iter()
                 .find(|t| t.id == *id)
                 .map(|t| t.name)
                 .unwrap_or_default()
         } else {
-            name.0.as_str().to_owned()
+            scope.qualify(name.0.as_str()).into_owned()
         }
     };
     let requested: Vec<FetchTarget> = request
@@ -88,11 +87,12 @@ pub(crate) async fn handle(
     let (session_id, targets, incremental) = if version < 7 || request.session_epoch == FINAL_EPOCH
     {
         if version >= 7 && request.session_id != 0 {
-            broker.fetch_sessions.close(request.session_id);
+            broker.fetch_sessions.close(scope, request.session_id);
         }
         (0, requested, false)
     } else {
         match broker.fetch_sessions.update(
+            scope,
             request.session_id,
             request.session_epoch,
             requested,
@@ -111,11 +111,16 @@ pub(crate) async fn handle(
     let mut named: Vec<&str> = targets.iter().map(|t| t.topic.as_str()).collect();
     named.sort_unstable();
     named.dedup();
-    // A consumer needs READ on each topic; a follower CLUSTER_ACTION on the cluster.
-    let replica_allowed = follower.is_none() || access.cluster(Operation::ClusterAction);
+    // A consumer needs READ on each topic; a follower CLUSTER_ACTION on the cluster, and on a
+    // broker serving every tenant, the cluster's own connection: a tenant's client is no
+    // replica of anything.
+    let replica_allowed = follower.is_none()
+        || (access.cluster(Operation::ClusterAction) && scope.tenant().is_none());
     let denied: HashSet<String> = named
         .iter()
-        .filter(|name| !replica_allowed || !access.topic(Operation::Read, name))
+        .filter(|name| {
+            !replica_allowed || !access.topic(Operation::Read, scope.strip(name).unwrap_or(name))
+        })
         .map(|name| (*name).to_owned())
         .collect();
     // A topic created a moment ago elsewhere is known before it is refused (by name; ids
@@ -141,6 +146,7 @@ pub(crate) async fn handle(
             };
             return respond(
                 broker,
+                scope,
                 session_id,
                 incremental,
                 &targets,
@@ -154,6 +160,7 @@ pub(crate) async fn handle(
 /// Builds the response; an incremental one leaves out partitions with nothing new.
 fn respond(
     broker: &Broker,
+    scope: &crate::scope::Scope,
     session_id: i32,
     incremental: bool,
     targets: &[FetchTarget],
@@ -192,7 +199,8 @@ fn respond(
                     if version >= 13 {
                         response.with_topic_id(topic_id)
                     } else {
-                        response.with_topic(TopicName(StrBytes::from_string(topic)))
+                        let shown = scope.strip(&topic).unwrap_or(&topic).to_owned();
+                        response.with_topic(TopicName(StrBytes::from_string(shown)))
                     }
                 })
                 .collect(),
@@ -320,7 +328,7 @@ impl Api for Fetch {
     const METERED: Option<Metered> = Some(Metered::FetchBytes);
 
     async fn handle(call: &Call<'_>, request: FetchRequest) -> Option<FetchResponse> {
-        Some(handle(call.broker, &call.access(), request, call.version).await)
+        Some(handle(call, request).await)
     }
 
     /// Replication is the cluster's traffic, not the tenant's.

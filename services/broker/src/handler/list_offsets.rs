@@ -16,9 +16,7 @@ use kafka_protocol::ResponseError;
 use skein_auth::Operation;
 
 use super::partition_error_code;
-use crate::authz::Access;
 use crate::replica::OffsetSpec;
-use crate::Broker;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -27,12 +25,8 @@ const EARLIEST_LOCAL: i64 = -4;
 /// v9+: the newest offset in tiered storage; nothing is tiered, so there is none.
 const LATEST_TIERED: i64 = -5;
 
-pub(crate) fn handle(
-    broker: &Broker,
-    access: &Access<'_>,
-    request: ListOffsetsRequest,
-    version: i16,
-) -> ListOffsetsResponse {
+pub(crate) fn handle(call: &Call<'_>, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let (broker, access, version) = (call.broker, call.access(), call.version);
     // Leader epochs travel from v4 on; earlier versions must leave the field at its default.
     let topics = request
         .topics
@@ -40,6 +34,7 @@ pub(crate) fn handle(
         .map(|topic| {
             let name = topic.name.0.as_str().to_owned();
             let described = access.topic(Operation::Describe, &name);
+            let kept = call.scope.qualify(&name);
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -59,7 +54,7 @@ pub(crate) fn handle(
                     };
                     let found = broker
                         .replicas
-                        .leader(&name, p.partition_index, current_epoch);
+                        .leader(&kept, p.partition_index, current_epoch);
                     let partition = match found {
                         Ok(partition) => partition,
                         Err(e) => return answer.with_error_code(partition_error_code(&e)),
@@ -103,6 +98,6 @@ impl Api for ListOffsets {
     const VERSIONS: (i16, i16) = (1, 10);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(handle(call.broker, &call.access(), request, call.version))
+        Some(handle(call, request))
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::router::{Api, Call};
+use crate::scope::Scope;
 use crate::Broker;
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
@@ -19,6 +20,7 @@ const UNKNOWN_BYTES: i64 = -1;
 
 pub(crate) fn describe_log_dirs(
     broker: &Broker,
+    scope: &Scope,
     request: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
     let dir = broker.config.data_dir.join("logs");
@@ -39,8 +41,11 @@ pub(crate) fn describe_log_dirs(
     // The tenant's topics as this broker knows them (internal ones are not listed), and of
     // each the partitions placed on this broker; a replica that has not been written yet
     // has no files and 0 bytes.
-    for info in broker.topics.list() {
-        let wanted_here = asked.as_ref().map(|a| a.get(&info.name));
+    for info in broker.topics.list_in(scope) {
+        let Some(shown) = scope.strip(&info.name) else {
+            continue;
+        };
+        let wanted_here = asked.as_ref().map(|a| a.get(shown));
         if wanted_here.is_some_and(|p| p.is_none()) {
             continue;
         }
@@ -58,7 +63,7 @@ pub(crate) fn describe_log_dirs(
             let size = logs
                 .get_for(&tp, info.id)
                 .map_or(0, |log| log.read().size_bytes());
-            held.entry(info.name.clone()).or_default().push(
+            held.entry(shown.to_owned()).or_default().push(
                 DescribeLogDirsPartition::default()
                     .with_partition_index(index)
                     .with_partition_size(i64::try_from(size).unwrap_or(i64::MAX))
@@ -114,6 +119,6 @@ impl Api for DescribeLogDirs {
                 refused
             });
         }
-        Some(describe_log_dirs(call.broker, request))
+        Some(describe_log_dirs(call.broker, &call.scope, request))
     }
 }

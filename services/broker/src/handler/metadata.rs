@@ -9,23 +9,18 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::authz::Access;
 use crate::controller_link::TopicShape;
 use crate::listeners::ListenerInfo;
 use crate::router::{Api, Call};
+use crate::scope::Scope;
 use crate::topics::{BrokerEndpoint, TopicError, TopicInfo};
 use crate::Broker;
 use skein_auth::Operation;
 
-pub(crate) async fn handle(
-    broker: &Broker,
-    access: &Access<'_>,
-    listener: &ListenerInfo,
-    request: MetadataRequest,
-    version: i16,
-) -> MetadataResponse {
+pub(crate) async fn handle(call: &Call<'_>, request: MetadataRequest) -> MetadataResponse {
+    let (broker, access, version, scope) = (call.broker, call.access(), call.version, &call.scope);
     let node = broker.config.node_id;
-    let brokers = cluster_brokers(broker, listener);
+    let brokers = cluster_brokers(broker, scope, &call.session.listener);
     let requested: Option<Vec<String>> = match request.topics {
         // v0 asks for every topic with an empty list; later versions with null.
         Some(topics) if !(version == 0 && topics.is_empty()) => Some(
@@ -38,14 +33,22 @@ pub(crate) async fn handle(
     };
     let allow_create =
         broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
-    let describe = |info: &TopicInfo| describe(info, node, &brokers, version);
+    // Topics as the client knows them: the broker keeps the names it gives in its scope.
+    let describe = |info: &TopicInfo| {
+        let shown = scope.strip(&info.name).unwrap_or(&info.name);
+        describe(info, shown, node, &brokers, version)
+    };
     let topics = match requested {
         // Every topic the principal may describe; the others are left out, as in Kafka.
         None => broker
             .topics
-            .list()
+            .list_in(scope)
             .iter()
-            .filter(|info| access.topic(Operation::Describe, &info.name))
+            .filter(|info| {
+                scope
+                    .strip(&info.name)
+                    .is_some_and(|name| access.topic(Operation::Describe, name))
+            })
             .map(describe)
             .collect(),
         Some(names) => {
@@ -55,28 +58,34 @@ pub(crate) async fn handle(
                     topics.push(unknown(name, ResponseError::TopicAuthorizationFailed));
                     continue;
                 }
-                topics.push(match broker.topics.lookup(name).await {
+                let kept = scope.qualify(name);
+                topics.push(match broker.topics.lookup(&kept).await {
                     Some(info) => describe(&info),
                     None if allow_create && !access.may_create_topic(name) => {
                         unknown(name, ResponseError::TopicAuthorizationFailed)
                     }
                     None if allow_create => {
-                        let created = broker
-                            .topics
-                            .create_checked(
-                                name,
-                                &TopicShape::Placed {
-                                    partitions: broker.config.default_partitions,
-                                    replication_factor: broker.default_replication_factor(),
-                                },
-                                Default::default(),
-                                false,
-                            )
-                            .await;
+                        let created = match crate::topics::validate_client_name(scope, name) {
+                            Ok(()) => {
+                                broker
+                                    .topics
+                                    .create_checked(
+                                        &kept,
+                                        &TopicShape::Placed {
+                                            partitions: broker.config.default_partitions,
+                                            replication_factor: broker.default_replication_factor(),
+                                        },
+                                        Default::default(),
+                                        false,
+                                    )
+                                    .await
+                            }
+                            Err(e) => Err(e),
+                        };
                         match created {
                             Ok(info) => describe(&info),
                             Err(TopicError::AlreadyExists { .. }) => {
-                                match broker.topics.get(name) {
+                                match broker.topics.get(&kept) {
                                     Some(info) => describe(&info),
                                     None => unknown(name, ResponseError::UnknownTopicOrPartition),
                                 }
@@ -124,10 +133,14 @@ pub(crate) async fn handle(
 /// address of the listener the client came in on ([`BrokerEndpoint::on`]; a broker without
 /// that listener is left out, as Kafka leaves it out); a broker on its own is the whole
 /// cluster.
-pub(crate) fn cluster_brokers(broker: &Broker, listener: &ListenerInfo) -> Vec<BrokerEndpoint> {
+pub(crate) fn cluster_brokers(
+    broker: &Broker,
+    scope: &Scope,
+    listener: &ListenerInfo,
+) -> Vec<BrokerEndpoint> {
     let mut brokers: Vec<BrokerEndpoint> = broker
         .topics
-        .brokers()
+        .brokers_for(scope)
         .into_iter()
         .filter(|b| b.node_id != broker.config.node_id)
         .filter_map(|b| b.on(&listener.name))
@@ -147,6 +160,7 @@ pub(crate) fn cluster_brokers(broker: &Broker, listener: &ListenerInfo) -> Vec<B
 /// Fields a version does not have must stay at their defaults, or encoding fails.
 fn describe(
     topic: &TopicInfo,
+    shown: &str,
     node: i32,
     brokers: &[BrokerEndpoint],
     version: i16,
@@ -154,7 +168,7 @@ fn describe(
     let live = |id: &i32| brokers.iter().any(|b| b.node_id == *id);
     let ids = |list: &[i32]| list.iter().copied().map(BrokerId).collect::<Vec<_>>();
     let described = MetadataResponseTopic::default()
-        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_name(Some(TopicName(StrBytes::from_string(shown.to_owned()))))
         .with_partitions(
             (0..topic.partitions)
                 .filter_map(|p| topic.placement_of(p, node).map(|placement| (p, placement)))
@@ -214,15 +228,6 @@ impl Api for Metadata {
     const VERSIONS: (i16, i16) = (0, 13);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(
-            handle(
-                call.broker,
-                &call.access(),
-                &call.session.listener,
-                request,
-                call.version,
-            )
-            .await,
-        )
+        Some(handle(call, request).await)
     }
 }

@@ -12,26 +12,27 @@ use kafka_protocol::ResponseError;
 use skein_auth::Operation;
 
 use super::partition_error_code;
-use crate::authz::Access;
 use crate::router::{Api, Call};
-use crate::Broker;
 
 /// Kafka's answer for an epoch the log has no record of: -1 and -1.
 const UNDEFINED: (i32, i64) = (-1, -1);
 
 pub(crate) fn handle(
-    broker: &Broker,
-    access: &Access<'_>,
+    call: &Call<'_>,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    let (broker, access, scope) = (call.broker, call.access(), &call.scope);
     let replica = request.replica_id.0;
-    // A consumer needs DESCRIBE on the topic; another broker CLUSTER_ACTION on the cluster.
-    let replica_allowed = replica < 0 || access.cluster(Operation::ClusterAction);
+    // A consumer needs DESCRIBE on the topic; another broker CLUSTER_ACTION on the cluster,
+    // and on a broker serving every tenant, the cluster's own connection.
+    let replica_allowed =
+        replica < 0 || (access.cluster(Operation::ClusterAction) && scope.tenant().is_none());
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
             let name = topic.topic.0.as_str().to_owned();
+            let kept = scope.qualify(&name);
             let denied = if !replica_allowed {
                 Some(ResponseError::ClusterAuthorizationFailed)
             } else if !access.topic(Operation::Describe, &name) {
@@ -54,11 +55,11 @@ pub(crate) fn handle(
                     let found = if replica >= 0 {
                         broker
                             .replicas
-                            .leader_of_any(&name, p.partition, p.current_leader_epoch)
+                            .leader_of_any(&kept, p.partition, p.current_leader_epoch)
                     } else {
                         broker
                             .replicas
-                            .leader(&name, p.partition, p.current_leader_epoch)
+                            .leader(&kept, p.partition, p.current_leader_epoch)
                     };
                     match found {
                         Ok(partition) => {
@@ -89,6 +90,6 @@ impl Api for OffsetForLeaderEpoch {
     const VERSIONS: (i16, i16) = (2, 4);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(handle(call.broker, &call.access(), request))
+        Some(handle(call, request))
     }
 }

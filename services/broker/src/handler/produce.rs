@@ -2,7 +2,6 @@
 
 use skein_auth::Operation;
 
-use crate::authz::Access;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -19,17 +18,12 @@ use super::partition_error_code;
 use crate::quota::Metered;
 use crate::replica::{PartitionError, Replicated};
 use crate::router::{Api, Call};
-use crate::Broker;
 
 /// The longest an `acks=all` produce waits for the ISR, whatever its `timeout_ms` says.
 const MAX_ACKS_WAIT: Duration = Duration::from_secs(300);
 
-pub(crate) async fn handle(
-    broker: &Broker,
-    access: &Access<'_>,
-    request: ProduceRequest,
-    version: i16,
-) -> ProduceResponse {
+pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceResponse {
+    let (broker, access, version) = (call.broker, call.access(), call.version);
     // A transactional write needs WRITE on its transactional id, or nothing is written.
     let transaction_denied = request
         .transactional_id
@@ -55,9 +49,10 @@ pub(crate) async fn handle(
         } else {
             None
         };
-        if denied.is_none() && !internal && !broker.topics.contains(&name) {
+        let kept = call.scope.qualify(&name);
+        if denied.is_none() && !internal && !broker.topics.contains(&kept) {
             // A topic created a moment ago elsewhere is known before it is refused.
-            let _ = broker.topics.lookup(&name).await;
+            let _ = broker.topics.lookup(&kept).await;
         }
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
@@ -75,7 +70,7 @@ pub(crate) async fn handle(
                     .push(answer.with_error_code(ResponseError::InvalidTopicException.code()));
                 continue;
             }
-            let partition = match broker.replicas.leader(&name, data.index, -1) {
+            let partition = match broker.replicas.leader(&kept, data.index, -1) {
                 Ok(partition) => partition,
                 Err(e) => {
                     partitions.push(refused(answer, &name, data.index, &e, version));
@@ -186,7 +181,7 @@ impl Api for Produce {
 
     async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
         let acks = request.acks;
-        let response = handle(call.broker, &call.access(), request, call.version).await;
+        let response = handle(call, request).await;
         (acks != 0).then_some(response)
     }
 
