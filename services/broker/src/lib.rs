@@ -76,10 +76,8 @@ pub struct Broker {
     pub topics: Arc<TopicRegistry>,
     /// The partitions this broker hosts: every read and write of their logs.
     pub replicas: ReplicaManager,
-    /// The tenant's groups' memberships; replaced with an empty one each time this broker
-    /// takes up the coordination (memberships from an earlier term are stale).
-    groups: parking_lot::RwLock<Arc<group::Coordinator>>,
-    offsets: group::OffsetStore,
+    /// Each tenant's groups: memberships and committed offsets.
+    groups: group::Groups,
     producer_ids: producer::ProducerIds,
     fetch_sessions: fetch_session::FetchSessions,
     /// The controller, when this broker joined one.
@@ -223,18 +221,27 @@ impl Broker {
     ) -> anyhow::Result<Arc<Self>> {
         let topics = Arc::new(topics);
         let replicas = ReplicaManager::open(&config, Arc::clone(&topics))?;
-        let offsets = if topics.is_controlled() {
-            group::OffsetStore::replicated()
-        } else {
-            group::OffsetStore::open(replicas.logs())?
+        let rebalance_delay =
+            std::time::Duration::from_millis(config.group_initial_rebalance_delay_ms);
+        let groups = match topics.tenancy() {
+            scope::Tenancy::Every => group::Groups::every(rebalance_delay),
+            scope::Tenancy::One => {
+                let offsets = if topics.is_controlled() {
+                    group::OffsetStore::replicated(group::OFFSETS_TOPIC.to_owned())
+                } else {
+                    group::OffsetStore::open(replicas.logs())?
+                };
+                let tenant = controller
+                    .as_ref()
+                    .and_then(|link| link.identity().tenant.clone())
+                    .unwrap_or_default();
+                group::Groups::one(&tenant, offsets, rebalance_delay)
+            }
         };
         let producer_ids = match &controller {
             Some(link) => producer::ProducerIds::controlled(link.clone()),
             None => producer::ProducerIds::open(&config.data_dir),
         };
-        let groups = parking_lot::RwLock::new(Arc::new(group::Coordinator::new(
-            std::time::Duration::from_millis(config.group_initial_rebalance_delay_ms),
-        )));
         let leader_throttle = replication_throttle::ReplicationThrottle::new(
             config.leader_replication_throttled_rate,
         );
@@ -246,7 +253,6 @@ impl Broker {
             topics,
             replicas,
             groups,
-            offsets,
             producer_ids,
             fetch_sessions: fetch_session::FetchSessions::default(),
             controller,
@@ -277,33 +283,34 @@ impl Broker {
         }
     }
 
-    /// The tenant's groups' memberships as this broker coordinates them.
-    pub(crate) fn groups(&self) -> Arc<group::Coordinator> {
-        Arc::clone(&self.groups.read())
+    /// The groups of the tenant a scope's requests act for.
+    pub(crate) fn groups_of(&self, scope: &scope::Scope) -> Arc<group::TenantGroups> {
+        self.groups
+            .of(scope, self.tenant_of(scope).unwrap_or_default())
     }
 
-    /// Makes sure this broker coordinates the tenant's groups before it answers a group
-    /// request: a broker on its own always does; in a cluster the leader of
+    /// Makes sure this broker coordinates a scope's groups before it answers a group
+    /// request: a broker on its own always does; in a cluster the leader of the tenant's
     /// `__consumer_offsets` does (the controller makes the topic when a group first needs
     /// it), and others answer NOT_COORDINATOR so the client asks FindCoordinator again.
-    pub(crate) async fn coordinate(&self) -> Result<(), group::OffsetStoreError> {
-        if self.topics.is_controlled() && self.topics.offsets_topic().await.is_none() {
+    pub(crate) async fn coordinate(
+        &self,
+        scope: &scope::Scope,
+        groups: &group::TenantGroups,
+    ) -> Result<(), group::OffsetStoreError> {
+        if self.topics.is_controlled() && self.topics.offsets_topic(scope).await.is_none() {
             return Err(group::OffsetStoreError::NotAvailable(
                 "the offsets topic does not exist yet".to_owned(),
             ));
         }
-        self.take_up_groups()
+        groups.take_up(&self.replicas)
     }
 
-    /// Loads the offsets if this broker just took the lead of their partition, and then
-    /// starts the memberships afresh.
-    fn take_up_groups(&self) -> Result<(), group::OffsetStoreError> {
-        if self.offsets.take_up(&self.replicas)? {
-            *self.groups.write() = Arc::new(group::Coordinator::new(
-                std::time::Duration::from_millis(self.config.group_initial_rebalance_delay_ms),
-            ));
+    /// Every tenant's groups: expires lapsed members and completes stalled rebalances.
+    pub(crate) fn expire_members(&self) {
+        for groups in self.groups.all() {
+            groups.coordinator().expire();
         }
-        Ok(())
     }
 
     /// The log engine underneath, for maintenance and recovery reports.
@@ -319,34 +326,37 @@ impl Broker {
         let now = skein_log::Clock::now_ms(&skein_log::SystemClock);
         let retention =
             i64::try_from(self.config.offsets_retention.as_millis()).unwrap_or(i64::MAX);
-        // Only the coordinator expires offsets (in a cluster, once the offsets topic exists).
-        let coordinating = self.take_up_groups().is_ok();
-        let groups = self.groups();
-        let expired = if coordinating {
-            self.offsets.committed_before(now, retention)
-        } else {
-            Vec::new()
-        };
-        for group in expired {
-            if groups.has_members(&group) {
-                continue;
-            }
-            let keys: Vec<(String, i32)> = self
-                .offsets
-                .all(&group)
-                .into_iter()
-                .map(|(t, p, _)| (t, p))
-                .collect();
-            match self
-                .offsets
-                .delete(&self.replicas, &group, &keys, now)
-                .await
-            {
-                Ok(()) => {
-                    groups.remove_if_empty(&group);
-                    tracing::info!(%group, offsets = keys.len(), "expired the offsets of an empty group");
+        for tenant in self.groups.all() {
+            // Only the coordinator expires offsets (in a cluster, while it leads the tenant's
+            // offsets partition).
+            let coordinating = tenant.take_up(&self.replicas).is_ok();
+            let groups = tenant.coordinator();
+            let expired = if coordinating {
+                tenant.offsets.committed_before(now, retention)
+            } else {
+                Vec::new()
+            };
+            for group in expired {
+                if groups.has_members(&group) {
+                    continue;
                 }
-                Err(e) => tracing::warn!(%group, error = %e, "failed to expire group offsets"),
+                let keys: Vec<(String, i32)> = tenant
+                    .offsets
+                    .all(&group)
+                    .into_iter()
+                    .map(|(t, p, _)| (t, p))
+                    .collect();
+                match tenant
+                    .offsets
+                    .delete(&self.replicas, &group, &keys, now)
+                    .await
+                {
+                    Ok(()) => {
+                        groups.remove_if_empty(&group);
+                        tracing::info!(%group, offsets = keys.len(), "expired the offsets of an empty group");
+                    }
+                    Err(e) => tracing::warn!(%group, error = %e, "failed to expire group offsets"),
+                }
             }
         }
         let expiration =
@@ -362,10 +372,10 @@ impl Broker {
         match Arc::try_unwrap(self) {
             Ok(broker) => {
                 let Broker {
-                    replicas, offsets, ..
+                    replicas, groups, ..
                 } = broker;
                 // The offset store shares its log; let go of it so the log closes cleanly.
-                drop(offsets);
+                drop(groups);
                 Ok(replicas.close()?)
             }
             Err(_) => anyhow::bail!("the broker is still in use"),

@@ -283,7 +283,7 @@ fn spawn_group_expiry(broker: Arc<Broker>, mut stopping: watch::Receiver<bool>) 
                 _ = ticks.tick() => {}
                 _ = stopping.changed() => return,
             }
-            broker.groups().expire();
+            broker.expire_members();
             if last_sweep.elapsed() >= sweep_every {
                 last_sweep = tokio::time::Instant::now();
                 broker.expire_idle_state().await;

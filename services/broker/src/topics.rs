@@ -527,11 +527,12 @@ impl TopicRegistry {
         self.topics.read().values().cloned().collect()
     }
 
-    /// The tenant's `__consumer_offsets` of a cluster, asking the controller to make it the
-    /// first time a group needs it; `None` for a broker on its own, whose offsets live in a
-    /// local log, and while the controller cannot answer.
-    pub async fn offsets_topic(&self) -> Option<TopicInfo> {
-        let name = crate::group::OFFSETS_TOPIC;
+    /// The `__consumer_offsets` of a scope's tenant in a cluster, asking the controller to
+    /// make it the first time a group needs it; `None` for a broker on its own, whose
+    /// offsets live in a local log, and while the controller cannot answer.
+    pub async fn offsets_topic(&self, scope: &Scope) -> Option<TopicInfo> {
+        let kept = scope.qualify(crate::group::OFFSETS_TOPIC);
+        let name = kept.as_ref();
         let Source::Controller(link) = &self.source else {
             return None;
         };

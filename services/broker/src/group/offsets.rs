@@ -93,6 +93,9 @@ struct State {
 
 #[derive(Debug)]
 pub(crate) struct OffsetStore {
+    /// The offsets topic's name as the broker keeps it: `__consumer_offsets`, or a tenant's
+    /// `<tenant>.__consumer_offsets` on a broker serving every tenant.
+    topic: String,
     /// A broker on its own: the local log. `None` in a cluster.
     local: Option<SharedLog>,
     state: RwLock<State>,
@@ -111,14 +114,17 @@ impl OffsetStore {
         let mut state = replay(&log.read())?;
         state.loaded_in = Some(0);
         Ok(Self {
+            topic: TOPIC.to_owned(),
             local: Some(log),
             state: RwLock::new(state),
         })
     }
 
-    /// A cluster's broker: nothing is loaded until it leads the offsets partition.
-    pub(crate) fn replicated() -> Self {
+    /// A cluster's broker: nothing is loaded until it leads partition 0 of `topic` (the
+    /// name the broker keeps for the tenant's offsets topic).
+    pub(crate) fn replicated(topic: String) -> Self {
         Self {
+            topic,
             local: None,
             state: RwLock::new(State::default()),
         }
@@ -133,7 +139,7 @@ impl OffsetStore {
             return Ok(false);
         }
         let partition = replicas
-            .leader_of_any(TOPIC, 0, -1)
+            .leader_of_any(&self.topic, 0, -1)
             .map_err(OffsetStoreError::of_partition)?;
         let epoch = partition.leader_epoch();
         if self.state.read().loaded_in == Some(epoch) {
@@ -147,8 +153,9 @@ impl OffsetStore {
         loaded.loaded_in = Some(epoch);
         tracing::info!(
             epoch,
+            topic = %self.topic,
             offsets = loaded.offsets.len(),
-            "coordinating the tenant's groups"
+            "coordinating the groups of an offsets topic"
         );
         *state = loaded;
         Ok(true)
@@ -258,7 +265,7 @@ impl OffsetStore {
             return Err(OffsetStoreError::NotCoordinator);
         };
         let partition = replicas
-            .leader_of_any(TOPIC, 0, epoch)
+            .leader_of_any(&self.topic, 0, epoch)
             .map_err(OffsetStoreError::of_partition)?;
         let appended = partition
             .append(&batch, -1)

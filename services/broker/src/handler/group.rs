@@ -37,7 +37,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use skein_log::Clock;
 
-use crate::group::{Committed, GroupState, JoinRequest};
+use crate::group::{Committed, GroupState, JoinRequest, TenantGroups};
+use crate::scope::Scope;
 use crate::Broker;
 
 fn s(text: &str) -> StrBytes {
@@ -51,6 +52,7 @@ const GROUP_KEY: i8 = 0;
 /// leader of `__consumer_offsets`, made by the controller on the first request.
 async fn group_coordinator(
     broker: &Broker,
+    scope: &Scope,
     listener: &ListenerInfo,
 ) -> Result<(i32, String, i32), ResponseError> {
     let this = (
@@ -63,7 +65,7 @@ async fn group_coordinator(
     }
     let leader = broker
         .topics
-        .offsets_topic()
+        .offsets_topic(scope)
         .await
         .and_then(|info| info.placement_of(0, broker.config.node_id))
         .map(|p| p.leader)
@@ -74,7 +76,7 @@ async fn group_coordinator(
     }
     broker
         .topics
-        .brokers()
+        .brokers_for(scope)
         .into_iter()
         .find(|b| b.node_id == leader)
         .and_then(|b| b.on(&listener.name))
@@ -84,6 +86,7 @@ async fn group_coordinator(
 
 pub(crate) async fn find_coordinator(
     broker: &Broker,
+    scope: &Scope,
     listener: &ListenerInfo,
     request: FindCoordinatorRequest,
     version: i16,
@@ -100,7 +103,7 @@ pub(crate) async fn find_coordinator(
     };
     // Transactional ids are served where they are asked.
     let found = if groups {
-        group_coordinator(broker, listener).await
+        group_coordinator(broker, scope, listener).await
     } else {
         this
     };
@@ -139,7 +142,7 @@ pub(crate) async fn find_coordinator(
 }
 
 pub(crate) async fn join_group(
-    broker: &Broker,
+    tenant: &TenantGroups,
     request: JoinGroupRequest,
     version: i16,
     client_id: &str,
@@ -152,8 +155,8 @@ pub(crate) async fn join_group(
     } else {
         session
     };
-    let outcome = broker
-        .groups()
+    let outcome = tenant
+        .coordinator()
         .join(JoinRequest {
             group_id: request.group_id.0.as_str().to_owned(),
             member_id: request.member_id.as_str().to_owned(),
@@ -201,12 +204,12 @@ pub(crate) async fn join_group(
 }
 
 pub(crate) async fn sync_group(
-    broker: &Broker,
+    tenant: &TenantGroups,
     request: SyncGroupRequest,
     version: i16,
 ) -> SyncGroupResponse {
-    let result = broker
-        .groups()
+    let result = tenant
+        .coordinator()
         .sync(
             request.group_id.0.as_str(),
             request.member_id.as_str(),
@@ -233,8 +236,8 @@ pub(crate) async fn sync_group(
     }
 }
 
-pub(crate) fn heartbeat(broker: &Broker, request: HeartbeatRequest) -> HeartbeatResponse {
-    let result = broker.groups().heartbeat(
+pub(crate) fn heartbeat(tenant: &TenantGroups, request: HeartbeatRequest) -> HeartbeatResponse {
+    let result = tenant.coordinator().heartbeat(
         request.group_id.0.as_str(),
         request.member_id.as_str(),
         request.generation_id,
@@ -243,14 +246,14 @@ pub(crate) fn heartbeat(broker: &Broker, request: HeartbeatRequest) -> Heartbeat
 }
 
 pub(crate) fn leave_group(
-    broker: &Broker,
+    tenant: &TenantGroups,
     request: LeaveGroupRequest,
     version: i16,
 ) -> LeaveGroupResponse {
     let group = request.group_id.0.as_str();
     if version < 3 {
-        let result = broker
-            .groups()
+        let result = tenant
+            .coordinator()
             .leave(group, &[(request.member_id.as_str().to_owned(), None)]);
         let code = result.first().and_then(|r| r.err()).map_or(0, |e| e.code());
         return LeaveGroupResponse::default().with_error_code(code);
@@ -265,7 +268,7 @@ pub(crate) fn leave_group(
             )
         })
         .collect();
-    let results = broker.groups().leave(group, &members);
+    let results = tenant.coordinator().leave(group, &members);
     LeaveGroupResponse::default().with_members(
         members
             .into_iter()
@@ -282,11 +285,13 @@ pub(crate) fn leave_group(
 
 pub(crate) async fn offset_commit(
     broker: &Broker,
+    tenant: &TenantGroups,
+    scope: &Scope,
     request: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.as_str();
-    let allowed = broker.groups().check_commit(
+    let allowed = tenant.coordinator().check_commit(
         group,
         request.member_id.as_str(),
         request.generation_id_or_member_epoch,
@@ -295,7 +300,7 @@ pub(crate) async fn offset_commit(
     let mut topics = Vec::new();
     for topic in &request.topics {
         let name = topic.name.0.as_str();
-        let known = broker.topics.get(name);
+        let known = broker.topics.get(&scope.qualify(name));
         let partitions = topic
             .partitions
             .iter()
@@ -334,7 +339,7 @@ pub(crate) async fn offset_commit(
         topics.push((topic.name.clone(), partitions));
     }
     let now = skein_log::SystemClock.now_ms();
-    if let Err(e) = broker
+    if let Err(e) = tenant
         .offsets
         .commit(&broker.replicas, group, &commits, now)
         .await
@@ -362,13 +367,13 @@ pub(crate) async fn offset_commit(
 
 /// OffsetFetch: one group per request before v8, any number of groups from v8 on.
 pub(crate) fn offset_fetch(
-    broker: &Broker,
+    tenant: &TenantGroups,
     request: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
     if version < 8 {
         let topics = committed_offsets(
-            broker,
+            tenant,
             request.group_id.0.as_str(),
             request.topics.map(|topics| {
                 topics
@@ -408,7 +413,7 @@ pub(crate) fn offset_fetch(
         .into_iter()
         .map(|group| {
             let topics = committed_offsets(
-                broker,
+                tenant,
                 group.group_id.0.as_str(),
                 group.topics.map(|topics| {
                     topics
@@ -450,7 +455,7 @@ pub(crate) fn offset_fetch(
 type CommittedByTopic = Vec<(TopicName, Vec<(i32, Option<Committed>)>)>;
 
 fn committed_offsets(
-    broker: &Broker,
+    tenant: &TenantGroups,
     group: &str,
     asked: Option<Vec<(TopicName, Vec<i32>)>>,
 ) -> CommittedByTopic {
@@ -460,7 +465,7 @@ fn committed_offsets(
             .map(|(name, partitions)| {
                 let committed = partitions
                     .into_iter()
-                    .map(|p| (p, broker.offsets.get(group, name.0.as_str(), p)))
+                    .map(|p| (p, tenant.offsets.get(group, name.0.as_str(), p)))
                     .collect();
                 (name, committed)
             })
@@ -468,7 +473,7 @@ fn committed_offsets(
         None => {
             let mut by_topic: std::collections::BTreeMap<String, Vec<(i32, Option<Committed>)>> =
                 std::collections::BTreeMap::new();
-            for (topic, partition, committed) in broker.offsets.all(group) {
+            for (topic, partition, committed) in tenant.offsets.all(group) {
                 by_topic
                     .entry(topic)
                     .or_default()
@@ -490,9 +495,9 @@ fn committed_fields(committed: Option<Committed>) -> (i64, i32, StrBytes) {
     }
 }
 
-pub(crate) fn list_groups(broker: &Broker, version: i16) -> ListGroupsResponse {
-    let mut groups: Vec<(String, String, GroupState)> = broker.groups().list();
-    for g in broker.offsets.groups() {
+pub(crate) fn list_groups(tenant: &TenantGroups, version: i16) -> ListGroupsResponse {
+    let mut groups: Vec<(String, String, GroupState)> = tenant.coordinator().list();
+    for g in tenant.offsets.groups() {
         if !groups.iter().any(|(id, _, _)| *id == g) {
             groups.push((g, "consumer".to_owned(), GroupState::Empty));
         }
@@ -520,7 +525,7 @@ pub(crate) fn list_groups(broker: &Broker, version: i16) -> ListGroupsResponse {
 }
 
 pub(crate) fn describe_groups(
-    broker: &Broker,
+    tenant: &TenantGroups,
     request: DescribeGroupsRequest,
     version: i16,
 ) -> DescribeGroupsResponse {
@@ -528,7 +533,7 @@ pub(crate) fn describe_groups(
         request
             .groups
             .into_iter()
-            .map(|id| match broker.groups().describe(id.0.as_str()) {
+            .map(|id| match tenant.coordinator().describe(id.0.as_str()) {
                 Some((state, protocol_type, protocol, members)) => DescribedGroup::default()
                     .with_group_id(id)
                     .with_group_state(s(state.name()))
@@ -564,6 +569,7 @@ pub(crate) fn describe_groups(
 
 pub(crate) async fn delete_groups(
     broker: &Broker,
+    tenant: &TenantGroups,
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
     let now = skein_log::SystemClock.now_ms();
@@ -571,16 +577,16 @@ pub(crate) async fn delete_groups(
     for id in request.groups_names {
         results.push({
             let group = id.0.as_str().to_owned();
-            let committed = broker.offsets.all(&group);
-            let known = broker.groups().exists(&group) || !committed.is_empty();
+            let committed = tenant.offsets.all(&group);
+            let known = tenant.coordinator().exists(&group) || !committed.is_empty();
             let code = if !known {
                 ResponseError::GroupIdNotFound.code()
-            } else if !broker.groups().remove_if_empty(&group) {
+            } else if !tenant.coordinator().remove_if_empty(&group) {
                 ResponseError::NonEmptyGroup.code()
             } else {
                 let keys: Vec<(String, i32)> =
                     committed.into_iter().map(|(t, p, _)| (t, p)).collect();
-                match broker
+                match tenant
                     .offsets
                     .delete(&broker.replicas, &group, &keys, now)
                     .await
@@ -602,15 +608,16 @@ pub(crate) async fn delete_groups(
 
 pub(crate) async fn offset_delete(
     broker: &Broker,
+    tenant: &TenantGroups,
     request: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
     let group = request.group_id.0.as_str();
-    if broker.offsets.all(group).is_empty() && !broker.groups().exists(group) {
+    if tenant.offsets.all(group).is_empty() && !tenant.coordinator().exists(group) {
         return OffsetDeleteResponse::default()
             .with_error_code(ResponseError::GroupIdNotFound.code());
     }
     // A group with members may be reading these partitions: Kafka refuses while it is.
-    let busy = broker.groups().has_members(group);
+    let busy = tenant.coordinator().has_members(group);
     let mut keys = Vec::new();
     let topics = request
         .topics
@@ -638,7 +645,7 @@ pub(crate) async fn offset_delete(
         })
         .collect();
     let now = skein_log::SystemClock.now_ms();
-    if let Err(e) = broker
+    if let Err(e) = tenant
         .offsets
         .delete(&broker.replicas, group, &keys, now)
         .await
@@ -660,7 +667,7 @@ fn group_refusal(call: &Call<'_>, group: &str) -> Option<i16> {
 async fn checked(call: &Call<'_>, refused: Option<i16>) -> Result<(), i16> {
     match refused {
         Some(code) => Err(code),
-        None => coordinating(call.broker).await,
+        None => coordinating(call).await,
     }
 }
 
@@ -688,10 +695,12 @@ fn commit_errors(
         .collect()
 }
 
-/// Whether this broker coordinates the tenant's groups ([`Broker::coordinate`]); else the
-/// error code to answer with (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
-async fn coordinating(broker: &Broker) -> Result<(), i16> {
-    broker.coordinate().await.map_err(|e| {
+/// Whether this broker coordinates the groups of the call's tenant
+/// ([`Broker::coordinate`]); else the error code to answer with (NOT_COORDINATOR,
+/// COORDINATOR_NOT_AVAILABLE).
+async fn coordinating(call: &Call<'_>) -> Result<(), i16> {
+    let groups = call.broker.groups_of(&call.scope);
+    call.broker.coordinate(&call.scope, &groups).await.map_err(|e| {
         tracing::debug!(error = %e, "a group request reached a broker that does not coordinate");
         e.code().code()
     })
@@ -746,7 +755,14 @@ impl Api for FindCoordinator {
         let mut response = if nothing_left {
             FindCoordinatorResponse::default()
         } else {
-            find_coordinator(call.broker, &call.session.listener, request, call.version).await
+            find_coordinator(
+                call.broker,
+                &call.scope,
+                &call.session.listener,
+                request,
+                call.version,
+            )
+            .await
         };
         response.coordinators.extend(refused.into_iter().map(|key| {
             CoordinatorEntry::default()
@@ -780,7 +796,7 @@ impl Api for JoinGroup {
         }
         Some(
             join_group(
-                call.broker,
+                &call.broker.groups_of(&call.scope),
                 request,
                 call.version,
                 call.client_id,
@@ -805,7 +821,7 @@ impl Api for SyncGroup {
         if let Err(code) = checked(call, refused).await {
             return Some(SyncGroupResponse::default().with_error_code(code));
         }
-        Some(sync_group(call.broker, request, call.version).await)
+        Some(sync_group(&call.broker.groups_of(&call.scope), request, call.version).await)
     }
 }
 
@@ -823,7 +839,7 @@ impl Api for Heartbeat {
         if let Err(code) = checked(call, refused).await {
             return Some(HeartbeatResponse::default().with_error_code(code));
         }
-        Some(heartbeat(call.broker, request))
+        Some(heartbeat(&call.broker.groups_of(&call.scope), request))
     }
 }
 
@@ -841,7 +857,11 @@ impl Api for LeaveGroup {
         if let Err(code) = checked(call, refused).await {
             return Some(LeaveGroupResponse::default().with_error_code(code));
         }
-        Some(leave_group(call.broker, request, call.version))
+        Some(leave_group(
+            &call.broker.groups_of(&call.scope),
+            request,
+            call.version,
+        ))
     }
 }
 
@@ -867,7 +887,14 @@ impl Api for OffsetCommit {
             .into_iter()
             .partition(|t| access.topic(Operation::Read, t.name.as_str()));
         request.topics = allowed;
-        let mut response = offset_commit(call.broker, request, call.version).await;
+        let mut response = offset_commit(
+            call.broker,
+            &call.broker.groups_of(&call.scope),
+            &call.scope,
+            request,
+            call.version,
+        )
+        .await;
         response.topics.extend(commit_errors(
             denied,
             ResponseError::TopicAuthorizationFailed.code(),
@@ -911,7 +938,7 @@ impl Api for OffsetFetch {
             .iter()
             .map(|g| (g.group_id.clone(), g.topics.is_none()))
             .collect();
-        if let Err(code) = coordinating(call.broker).await {
+        if let Err(code) = coordinating(call).await {
             if call.version < 8 {
                 return Some(OffsetFetchResponse::default().with_error_code(code));
             }
@@ -928,7 +955,7 @@ impl Api for OffsetFetch {
             response.groups.extend(refused);
             return Some(response);
         }
-        let mut response = offset_fetch(call.broker, request, call.version);
+        let mut response = offset_fetch(&call.broker.groups_of(&call.scope), request, call.version);
         let denied = ResponseError::TopicAuthorizationFailed.code();
         response
             .topics
@@ -975,13 +1002,13 @@ impl Api for ListGroups {
 
     async fn handle(call: &Call<'_>, _request: Self::Request) -> Option<Self::Response> {
         // Each broker lists the groups it coordinates (Kafka's admin clients ask them all).
-        if coordinating(call.broker).await.is_err() {
+        if coordinating(call).await.is_err() {
             return Some(ListGroupsResponse::default());
         }
         // DESCRIBE on the cluster lists every group; otherwise those the principal may
         // describe.
         let access = call.access();
-        let mut response = list_groups(call.broker, call.version);
+        let mut response = list_groups(&call.broker.groups_of(&call.scope), call.version);
         if !access.cluster(Operation::Describe) {
             response
                 .groups
@@ -1001,7 +1028,7 @@ impl Api for DescribeGroups {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        if let Err(code) = coordinating(call.broker).await {
+        if let Err(code) = coordinating(call).await {
             let groups = request
                 .groups
                 .into_iter()
@@ -1014,7 +1041,8 @@ impl Api for DescribeGroups {
             return Some(DescribeGroupsResponse::default().with_groups(groups));
         }
         let access = call.access();
-        let mut response = describe_groups(call.broker, request, call.version);
+        let mut response =
+            describe_groups(&call.broker.groups_of(&call.scope), request, call.version);
         for group in &mut response.groups {
             if !access.group(Operation::Describe, group.group_id.as_str()) {
                 *group = DescribedGroup::default()
@@ -1036,7 +1064,7 @@ impl Api for DeleteGroups {
     const VERSIONS: (i16, i16) = (0, 2);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        if let Err(code) = coordinating(call.broker).await {
+        if let Err(code) = coordinating(call).await {
             let results = request
                 .groups_names
                 .into_iter()
@@ -1054,7 +1082,8 @@ impl Api for DeleteGroups {
             .into_iter()
             .partition(|id| access.group(Operation::Delete, id.as_str()));
         request.groups_names = allowed;
-        let mut response = delete_groups(call.broker, request).await;
+        let mut response =
+            delete_groups(call.broker, &call.broker.groups_of(&call.scope), request).await;
         response.results.extend(denied.into_iter().map(|id| {
             DeletableGroupResult::default()
                 .with_group_id(id)
@@ -1082,7 +1111,7 @@ impl Api for OffsetDelete {
                     .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
             );
         }
-        if let Err(code) = coordinating(call.broker).await {
+        if let Err(code) = coordinating(call).await {
             return Some(OffsetDeleteResponse::default().with_error_code(code));
         }
         let mut request = request;
@@ -1090,7 +1119,8 @@ impl Api for OffsetDelete {
             .into_iter()
             .partition(|t| access.topic(Operation::Read, t.name.as_str()));
         request.topics = allowed;
-        let mut response = offset_delete(call.broker, request).await;
+        let mut response =
+            offset_delete(call.broker, &call.broker.groups_of(&call.scope), request).await;
         if response.error_code == 0 {
             response.topics.extend(denied.into_iter().map(|t| {
                 OffsetDeleteResponseTopic::default()
