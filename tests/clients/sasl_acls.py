@@ -1,7 +1,8 @@
 """One Kafka API call as an authenticated principal (SASL/PLAIN), for the ACL matrix.
 
 Usage: sasl_acls.py BOOTSTRAP KEY SECRET OPERATION ARGS...
-KEY and SECRET are an API key (SASL/PLAIN); with KEY "OAUTHBEARER", SECRET is a JWT.
+KEY and SECRET are an API key (SASL/PLAIN); with KEY "OAUTHBEARER", SECRET is a JWT; with
+KEY "SCRAM-SHA-512:USER" (or -256), SECRET is USER's password.
   produce TOPIC         one record with confluent-kafka (acks=all)
   produce-to TOPIC P    one record to partition P
   brokers TOPIC         the brokers Metadata names ({id: "host:port"}) and each partition's
@@ -11,7 +12,9 @@ KEY and SECRET are an API key (SASL/PLAIN); with KEY "OAUTHBEARER", SECRET is a 
   metadata              the topics Metadata lists
   create TOPIC          CreateTopics
   delete TOPIC          DeleteTopics
-  describe-configs TOPIC
+  describe-configs TOPIC its retention.ms too
+  watermark TOPIC       partition 0's high watermark
+  committed TOPIC GROUP the offset GROUP committed for partition 0 (-1001: none)
   alter-configs TOPIC   IncrementalAlterConfigs (retention.ms)
   list-groups
   hammer SECONDS        Metadata requests back to back for SECONDS; counts them and the
@@ -30,7 +33,16 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
 
 BOOTSTRAP, KEY, SECRET, OPERATION, ARGS = (sys.argv[1], sys.argv[2], sys.argv[3],
                                            sys.argv[4], sys.argv[5:])
-if KEY == "OAUTHBEARER":
+if KEY.startswith("SCRAM-SHA-"):
+    MECHANISM, USER = KEY.split(":", 1)
+    CONFIG = {
+        "bootstrap.servers": BOOTSTRAP,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": MECHANISM,
+        "sasl.username": USER,
+        "sasl.password": SECRET,
+    }
+elif KEY == "OAUTHBEARER":
     CONFIG = {
         "bootstrap.servers": BOOTSTRAP,
         "security.protocol": "SASL_PLAINTEXT",
@@ -155,8 +167,21 @@ elif OPERATION == "create":
 elif OPERATION == "delete":
     out["result"] = admin_result(admin.delete_topics([ARGS[0]], operation_timeout=20))
 elif OPERATION == "describe-configs":
-    out["result"] = admin_result(
-        admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, ARGS[0])]))
+    futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, ARGS[0])])
+    out["result"] = admin_result(futures)
+    if out["result"] == "ok":
+        configs = next(iter(futures.values())).result(timeout=20)
+        out["retention.ms"] = configs["retention.ms"].value
+elif OPERATION == "watermark":
+    consumer = Consumer({**CONFIG, "group.id": "watermark", "enable.auto.commit": False})
+    out["high"] = consumer.get_watermark_offsets(TopicPartition(ARGS[0], 0), timeout=20)[1]
+    out["result"] = "ok"
+    consumer.close()
+elif OPERATION == "committed":
+    consumer = Consumer({**CONFIG, "group.id": ARGS[1], "enable.auto.commit": False})
+    out["offset"] = consumer.committed([TopicPartition(ARGS[0], 0)], timeout=20)[0].offset
+    out["result"] = "ok"
+    consumer.close()
 elif OPERATION == "alter-configs":
     entry = ConfigEntry("retention.ms", "3600000",
                         incremental_operation=AlterConfigOpType.SET)

@@ -428,6 +428,30 @@ impl Controller for ControllerService {
                 "advertised listeners are limited to {MAX_ADVERTISED_LISTENERS_BYTES} bytes"
             )));
         }
+        // Brokers serving one tenant keep its topics under their plain names, brokers
+        // serving every tenant under qualified ones: they cannot replicate each other's
+        // partitions, so a cluster has one kind or the other.
+        let session = i64::try_from(self.config.broker_session.as_millis()).unwrap_or(i64::MAX);
+        let live = self
+            .catalog
+            .live_brokers(now_ms() - session)
+            .await
+            .map_err(status)?;
+        if let Some(other) = live
+            .iter()
+            .find(|b| b.node_id != broker.node_id && b.tenant.is_none() != broker.tenant.is_none())
+        {
+            let serves = |tenant: Option<&str>| {
+                tenant.map_or_else(|| "every tenant".to_owned(), |t| format!("tenant {t:?}"))
+            };
+            return Err(Status::failed_precondition(format!(
+                "broker {} serves {}, and this one {}: a cluster's brokers serve one tenant each \
+                 or every tenant, not both",
+                other.node_id,
+                serves(other.tenant.as_deref()),
+                serves(broker.tenant.as_deref()),
+            )));
+        }
         self.leadership.started(broker.node_id);
         self.catalog
             .register_broker(

@@ -508,6 +508,14 @@ async fn callers_are_authenticated_and_held_to_their_role_and_tenants() {
         .register_broker(endpoint(3, "globex"))
         .await
         .unwrap();
+    // A broker serving every tenant keeps topics under other names than brokers serving one
+    // tenant each: it cannot join them.
+    let mut every_tenant = endpoint(4, "acme");
+    if let Some(broker) = every_tenant.broker.as_mut() {
+        broker.tenant = None;
+    }
+    let refused = everyone.register_broker(every_tenant).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
     everyone
         .create_topic(create("globex", "secret", 1, 1))
         .await

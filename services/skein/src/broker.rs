@@ -1,7 +1,10 @@
 //! `skein broker`: a broker that joins the cluster's controller. Its topics come from the
 //! controller's metadata stream, and topic changes made through Kafka are forwarded to it.
-//! Its Kafka listener serves one tenant's topics, under their plain names; clients act as one
-//! principal (authentication and ACLs on the Kafka path come later).
+//! With `--tenant` it serves that tenant's topics under their plain names, on every
+//! listener. Without, it serves every tenant: a client's tenant is the one its credential
+//! belongs to (API key, token, SCRAM user `USER@TENANT`), so every client listener must use
+//! SASL, and each tenant sees only its own topics, groups and ACLs; the inter-broker
+//! listener carries the cluster's own traffic and must be reachable only by brokers.
 
 use std::time::Duration;
 
@@ -22,9 +25,10 @@ pub(crate) struct BrokerArgs {
         required = true
     )]
     control_plane: Vec<String>,
-    /// The tenant whose topics this broker's Kafka listener serves
+    /// The tenant whose topics this broker serves, under their plain names; without it,
+    /// every tenant, each by who authenticated (client listeners must then use SASL)
     #[arg(long, env = "SKEIN_TENANT")]
-    tenant: String,
+    tenant: Option<String>,
     /// A file holding this broker's controller credential (`skein controller-token --role
     /// broker --tenant T`)
     #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_FILE")]
@@ -51,7 +55,21 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         extra,
     } = args.listener.bind().await?;
     let address = listener.local_addr()?;
-    let identity = identity(&config, &args.tenant);
+    if args.tenant.is_none() {
+        // Serving every tenant, a client's tenant comes from its authentication alone.
+        if let Some((_, info)) = extra
+            .iter()
+            .find(|(_, info)| !info.protocol.requires_sasl())
+        {
+            anyhow::bail!(
+                "listener {} ({}) does not authenticate its clients: a broker serving every \
+                 tenant (no --tenant) needs SASL on every listener but the inter-broker one",
+                info.name,
+                info.protocol
+            );
+        }
+    }
+    let identity = identity(&config, args.tenant.as_deref());
     let credential =
         crate::controller_credentials::read_credential(args.controller_token_file.as_deref())?;
     let link = ControllerLink::connect(&args.control_plane, identity, credential)
@@ -87,10 +105,13 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         ));
         node.add_listener(listener, info);
     }
+    let serving = match &args.tenant {
+        Some(tenant) => format!("tenant {tenant:?}"),
+        None => "every tenant".to_owned(),
+    };
     println!(
-        "skein broker: node {} serving tenant {:?} on {address}; controller {}{others}",
+        "skein broker: node {} serving {serving} on {address}; controller {}{others}",
         node.broker().config.node_id,
-        args.tenant,
         args.control_plane.join(",")
     );
     // A broker `skein dev --brokers N` started stops, cleanly, when that process is gone.

@@ -143,7 +143,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     let gateway_credential = bearer(&token(Role::Gateway, &[], false)?)?;
 
     // The broker joins it, like `skein broker` does.
-    let identity = identity(&config, DEV_TENANT);
+    let identity = identity(&config, Some(DEV_TENANT));
     let link = ControllerLink::connect(
         std::slice::from_ref(&controller.url),
         identity,

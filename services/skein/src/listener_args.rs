@@ -243,12 +243,13 @@ async fn bind(address: &str, name: &str) -> anyhow::Result<TcpListener> {
 }
 
 /// Who a broker with `config` is to the controller, serving `tenant`.
-pub(crate) fn identity(config: &BrokerConfig, tenant: &str) -> BrokerIdentity {
+/// Who a broker is to the controller; `tenant` `None`: one serving every tenant.
+pub(crate) fn identity(config: &BrokerConfig, tenant: Option<&str>) -> BrokerIdentity {
     BrokerIdentity {
         node_id: config.node_id,
         host: config.advertised_host.clone(),
         port: i32::from(config.advertised_port),
-        tenant: Some(tenant.to_owned()),
+        tenant: tenant.map(str::to_owned),
         rack: config.rack.clone(),
         advertised_listeners: config.advertised_listeners.clone(),
     }

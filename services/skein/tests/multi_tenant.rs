@@ -1,0 +1,222 @@
+//! One listener for every tenant: a broker process started without `--tenant` on a
+//! control-plane process and a real PostgreSQL serves two tenants on one SASL_PLAINTEXT
+//! listener, each client's tenant the one its credential belongs to. Both tenants create
+//! `orders`; confluent-kafka (and kafka-python for DescribeAcls) show that each reads and
+//! writes only its own, and that neither sees the other in Metadata, ListGroups,
+//! DescribeConfigs, DescribeAcls or OffsetFetch. A SCRAM user names its tenant as
+//! `USER@TENANT`. On disk the two topics are `acme.orders` and `globex.orders`.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Command;
+
+use common::admin::{issue_api_key, new_principal, TOPICS_AND_GROUPS};
+use common::processes::*;
+use common::sasl_acls;
+
+const LISTENERS: &str = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0";
+
+/// A broker serving every tenant, node 1.
+fn every_tenant_broker(controller: &str, data: &std::path::Path, listeners: &str) -> Command {
+    let mut command = Command::new(SKEIN);
+    command
+        .args(["broker", "--control-plane", controller])
+        .env(
+            "SKEIN_CONTROLLER_TOKEN_FILE",
+            controller_token_file("broker", &["*"]),
+        )
+        .env("SKEIN_BROKER_NODE_ID", "1")
+        .args(["--heartbeat-interval-secs", "1", "--listeners", listeners])
+        .arg("--data-dir")
+        .arg(data);
+    command
+}
+
+#[test]
+fn two_tenants_on_one_listener_each_see_only_their_own() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("multi_tenant").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    let mut keys = Vec::new();
+    for tenant in ["acme", "globex"] {
+        common::admin::admin(
+            &admin_addr,
+            "POST",
+            "/v1/tenants",
+            &format!(r#"{{"name":"{tenant}"}}"#),
+        );
+        new_principal(&admin_addr, tenant, "app", TOPICS_AND_GROUPS);
+        keys.push(issue_api_key(&admin_addr, tenant, "app"));
+    }
+    // globex's app may also describe the cluster's ACLs: one binding more than acme's.
+    new_principal(
+        &admin_addr,
+        "globex",
+        "auditor",
+        &[("CLUSTER", "kafka-cluster", "DESCRIBE")],
+    );
+    common::admin::admin(
+        &admin_addr,
+        "POST",
+        "/v1/tenants/globex/acls",
+        r#"{"principal":"User:app","resource_type":"CLUSTER","resource_name":"kafka-cluster",
+            "pattern_type":"LITERAL","operation":"DESCRIBE","permission":"ALLOW"}"#,
+    );
+    common::admin::admin(
+        &admin_addr,
+        "POST",
+        "/v1/tenants/acme/acls",
+        r#"{"principal":"User:app","resource_type":"CLUSTER","resource_name":"kafka-cluster",
+            "pattern_type":"LITERAL","operation":"DESCRIBE","permission":"ALLOW"}"#,
+    );
+    let (acme, globex) = (&keys[0], &keys[1]);
+
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(&mut every_tenant_broker(
+        &controller,
+        data.path(),
+        LISTENERS,
+    ));
+    assert!(
+        broker.first_line.contains("serving every tenant"),
+        "{}",
+        broker.first_line
+    );
+    let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
+    let call = |who: &(String, String), args: &[&str]| sasl_acls(&python, &sasl, who, args);
+    let ok = |who: &(String, String), args: &[&str]| {
+        let answer = call(who, args);
+        assert_eq!(answer["result"], "ok", "{args:?}: {answer}");
+        answer
+    };
+
+    // Both create `orders`: two topics.
+    ok(acme, &["create", "orders"]);
+    ok(globex, &["create", "orders"]);
+    // acme writes one record, globex two: each topic has its own.
+    ok(acme, &["produce", "orders"]);
+    ok(globex, &["produce", "orders"]);
+    ok(globex, &["produce", "orders"]);
+    assert_eq!(ok(acme, &["watermark", "orders"])["high"], 1);
+    assert_eq!(ok(globex, &["watermark", "orders"])["high"], 2);
+
+    // Metadata: each lists its own `orders`, nothing of the other, no internal topic.
+    for who in [acme, globex] {
+        assert_eq!(
+            ok(who, &["metadata"])["topics"],
+            serde_json::json!(["orders"])
+        );
+    }
+
+    // Groups of the same id in both tenants, and one more in globex.
+    ok(acme, &["consume", "orders", "billing"]);
+    ok(globex, &["consume", "orders", "billing"]);
+    ok(globex, &["consume", "orders", "audit"]);
+    assert_eq!(
+        ok(acme, &["list-groups"])["groups"],
+        serde_json::json!(["billing"])
+    );
+    assert_eq!(
+        ok(globex, &["list-groups"])["groups"],
+        serde_json::json!(["audit", "billing"])
+    );
+    // OffsetFetch: each `billing` holds its own commit (after the first record read).
+    assert_eq!(ok(acme, &["committed", "orders", "billing"])["offset"], 1);
+    assert_eq!(ok(globex, &["committed", "orders", "billing"])["offset"], 1);
+    assert_eq!(ok(acme, &["committed", "orders", "audit"])["offset"], -1001);
+
+    // DescribeConfigs: acme's change is acme's alone.
+    ok(acme, &["alter-configs", "orders"]);
+    assert_eq!(
+        ok(acme, &["describe-configs", "orders"])["retention.ms"],
+        "3600000"
+    );
+    assert_eq!(
+        ok(globex, &["describe-configs", "orders"])["retention.ms"],
+        "604800000"
+    );
+
+    // DescribeAcls: each tenant's own bindings (acme 3, globex 4).
+    assert_eq!(ok(acme, &["describe-acls"])["bindings"], 3);
+    assert_eq!(ok(globex, &["describe-acls"])["bindings"], 4);
+
+    // SCRAM: the user names its tenant, USER@TENANT; without one it names no tenant here.
+    common::admin::admin(
+        &admin_addr,
+        "PUT",
+        "/v1/tenants/globex/principals/app/scram-credentials/SCRAM-SHA-512",
+        r#"{"password":"globex-app-password","iterations":4096}"#,
+    );
+    let scram = |user: &str| {
+        (
+            format!("SCRAM-SHA-512:{user}"),
+            "globex-app-password".to_owned(),
+        )
+    };
+    assert_eq!(
+        ok(&scram("app@globex"), &["watermark", "orders"])["high"],
+        2
+    );
+    // Nothing is written by a user of no tenant or of the wrong one.
+    for unknown in ["app", "app@acme"] {
+        let refused = call(&scram(unknown), &["produce", "orders"]);
+        assert_ne!(refused["result"], "ok", "{unknown}: {refused}");
+    }
+    assert_eq!(ok(acme, &["watermark", "orders"])["high"], 1);
+    assert_eq!(ok(globex, &["watermark", "orders"])["high"], 2);
+
+    // A name that looks like the other tenant's is a topic of one's own, and unknown.
+    assert_eq!(
+        call(acme, &["describe-configs", "globex.orders"])["result"],
+        "UNKNOWN_TOPIC_OR_PART"
+    );
+
+    // Deleting acme's `orders` leaves globex's.
+    ok(acme, &["delete", "orders"]);
+    wait_for(|| (ok(acme, &["metadata"])["topics"] == serde_json::json!([])).then_some(()));
+    assert_eq!(ok(globex, &["watermark", "orders"])["high"], 2);
+
+    // On disk, each tenant's partitions live under its own name.
+    let logs: Vec<String> = std::fs::read_dir(data.path().join("logs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        logs.iter().any(|d| d.starts_with("globex.orders-0")),
+        "{logs:?}"
+    );
+    assert!(
+        logs.iter()
+            .any(|d| d.starts_with("globex.__consumer_offsets-0")),
+        "{logs:?}"
+    );
+    assert!(!logs.iter().any(|d| d.starts_with("orders-")), "{logs:?}");
+    broker.stop();
+    cp.stop();
+}
+
+#[test]
+fn a_broker_serving_every_tenant_refuses_listeners_without_authentication() {
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("multi_tenant_refusal").unwrap();
+    let (cp, _admin, controller) = control_plane(&url);
+    let data = tempfile::tempdir().unwrap();
+    let out = every_tenant_broker(
+        &controller,
+        data.path(),
+        "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
+    )
+    .args(["--listener-security-protocol-map", "CLIENTS:PLAINTEXT"])
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("needs SASL on every listener but the inter-broker one"),
+        "{stderr}"
+    );
+    cp.stop();
+}
