@@ -6,11 +6,11 @@ KEY "SCRAM-SHA-512:USER" (or -256), SECRET is USER's password.
   produce TOPIC         one record with confluent-kafka (acks=all)
   produce-to TOPIC P    one record to partition P
   brokers TOPIC         the brokers Metadata names ({id: "host:port"}) and each partition's
-                        leader
+                        leader and in-sync replicas
   read TOPIC            reads partition 0 from the start without a group (assign)
   consume TOPIC GROUP   reads partition 0 from the start through the group and commits
   metadata              the topics Metadata lists
-  create TOPIC          CreateTopics
+  create TOPIC [RF]     CreateTopics (one partition; RF replicas, else the broker's default)
   delete TOPIC          DeleteTopics
   describe-configs TOPIC its retention.ms too
   watermark TOPIC       partition 0's high watermark
@@ -155,6 +155,8 @@ elif OPERATION == "brokers":
     out["brokers"] = {str(b.id): f"{b.host}:{b.port}" for b in described.brokers.values()}
     out["leaders"] = {str(p.id): p.leader
                       for p in described.topics[ARGS[0]].partitions.values()}
+    out["isr"] = {str(p.id): sorted(p.isrs)
+                  for p in described.topics[ARGS[0]].partitions.values()}
 elif OPERATION == "read":
     out["result"] = read(ARGS[0])
 elif OPERATION == "consume":
@@ -163,7 +165,9 @@ elif OPERATION == "metadata":
     out["result"] = "ok"
     out["topics"] = sorted(admin.list_topics(timeout=20).topics)
 elif OPERATION == "create":
-    out["result"] = admin_result(admin.create_topics([NewTopic(ARGS[0], 1)]))
+    replication = int(ARGS[1]) if len(ARGS) > 1 else -1
+    out["result"] = admin_result(
+        admin.create_topics([NewTopic(ARGS[0], 1, replication_factor=replication)]))
 elif OPERATION == "delete":
     out["result"] = admin_result(admin.delete_topics([ARGS[0]], operation_timeout=20))
 elif OPERATION == "describe-configs":

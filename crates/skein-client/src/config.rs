@@ -26,6 +26,10 @@ pub struct ClientConfig {
     /// Whether metadata requests may create missing topics, on brokers configured to
     /// (`allow.auto.create.topics`).
     pub allow_auto_topic_creation: bool,
+    /// SASL/PLAIN credentials (user name, password) every connection authenticates with
+    /// right after the version handshake (`sasl.mechanism=PLAIN` on SASL_PLAINTEXT);
+    /// `None`, no authentication.
+    pub sasl_plain: Option<(String, String)>,
 }
 
 impl ClientConfig {
@@ -40,6 +44,7 @@ impl ClientConfig {
             retries: 5,
             retry_backoff: Duration::from_millis(100),
             allow_auto_topic_creation: false,
+            sasl_plain: None,
         }
     }
 }

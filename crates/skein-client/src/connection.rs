@@ -17,6 +17,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::ResponseError;
@@ -116,7 +117,41 @@ impl Connection {
             .await
             .map_err(|_| timeout("ApiVersions"))??;
         let _ = connection.versions.set(versions);
+        if let Some((user, password)) = &config.sasl_plain {
+            tokio::time::timeout(
+                config.connect_timeout,
+                connection.authenticate_plain(user, password),
+            )
+            .await
+            .map_err(|_| timeout("SASL authentication"))??;
+        }
         Ok(connection)
+    }
+
+    /// SASL/PLAIN (RFC 4616) in SaslHandshake and SaslAuthenticate (KIP-152): the broker
+    /// answers nothing else until it succeeds, and closes the connection when it fails.
+    async fn authenticate_plain(&self, user: &str, password: &str) -> Result<()> {
+        let handshake = self
+            .send(
+                &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+            )
+            .await?;
+        ClientError::check(
+            ApiKey::SaslHandshake,
+            self.addr.as_str(),
+            handshake.error_code,
+            None,
+        )?;
+        let token = format!("\0{user}\0{password}");
+        let answer = self
+            .send(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)))
+            .await?;
+        ClientError::check(
+            ApiKey::SaslAuthenticate,
+            self.addr.as_str(),
+            answer.error_code,
+            answer.error_message.as_ref().map(|m| m.as_str()),
+        )
     }
 
     /// Asks the broker for its API versions, at the highest ApiVersions version both sides

@@ -28,6 +28,8 @@ pub(crate) const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// This client's version range for an API.
@@ -126,5 +128,7 @@ mod tests {
         within::<DeleteTopicsRequest>(ApiKey::DeleteTopics);
         within::<DescribeConfigsRequest>(ApiKey::DescribeConfigs);
         within::<CreatePartitionsRequest>(ApiKey::CreatePartitions);
+        within::<SaslHandshakeRequest>(ApiKey::SaslHandshake);
+        within::<SaslAuthenticateRequest>(ApiKey::SaslAuthenticate);
     }
 }

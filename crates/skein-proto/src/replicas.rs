@@ -50,6 +50,11 @@ impl Credential {
         Some(Self(Some(value)))
     }
 
+    /// The bearer token, to present elsewhere (a broker to another broker).
+    pub fn token(&self) -> Option<&str> {
+        self.0.as_ref()?.to_str().ok()?.strip_prefix("Bearer ")
+    }
+
     /// No credential (a controller that asks for one refuses every call).
     pub fn none() -> Self {
         Self(None)

@@ -15,6 +15,10 @@ pub struct BrokerConfig {
     /// The name of the listener at `advertised_host:advertised_port`, the one brokers
     /// replicate over (Kafka's `inter.broker.listener.name`).
     pub inter_broker_listener_name: String,
+    /// The inter-broker listener's security protocol: PLAINTEXT, or SASL_PLAINTEXT, where
+    /// brokers present their controller credentials to each other (required of a broker
+    /// serving every tenant).
+    pub inter_broker_protocol: crate::listeners::SecurityProtocol,
     /// Every listener's advertised address, as `NAME://host:port,...` (Kafka's
     /// `advertised.listeners`); registered with the controller so that each broker tells a
     /// client the other brokers' addresses on the listener the client uses. Empty: the
@@ -85,6 +89,7 @@ impl BrokerConfig {
             advertised_host: "127.0.0.1".to_owned(),
             advertised_port: 9092,
             inter_broker_listener_name: "PLAINTEXT".to_owned(),
+            inter_broker_protocol: crate::listeners::SecurityProtocol::Plaintext,
             advertised_listeners: String::new(),
             data_dir: data_dir.into(),
             max_request_bytes: 100 * 1024 * 1024,

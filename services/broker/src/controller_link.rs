@@ -55,6 +55,9 @@ pub struct BrokerIdentity {
 #[derive(Debug, Clone)]
 pub struct ControllerLink {
     replicas: ControllerReplicas,
+    /// This broker's controller credential, which it also presents to other brokers'
+    /// inter-broker listeners.
+    credential: Credential,
     identity: BrokerIdentity,
     incarnation: String,
 }
@@ -88,7 +91,8 @@ impl ControllerLink {
         credential: Credential,
     ) -> anyhow::Result<Self> {
         let link = Self {
-            replicas: ControllerReplicas::connect_lazy(urls, credential)?,
+            replicas: ControllerReplicas::connect_lazy(urls, credential.clone())?,
+            credential,
             identity,
             incarnation: Uuid::new_v4().to_string(),
         };
@@ -98,6 +102,27 @@ impl ControllerLink {
 
     pub fn identity(&self) -> &BrokerIdentity {
         &self.identity
+    }
+
+    /// This broker's controller credential, as a token to present to other brokers.
+    pub fn credential_token(&self) -> Option<&str> {
+        self.credential.token()
+    }
+
+    /// Whose a controller credential another broker presented is, if it is a broker's:
+    /// its name, the tenants it covers and when it expires (seconds since the epoch).
+    pub async fn authenticate_broker(
+        &self,
+        credential: &str,
+    ) -> Result<pb::AuthenticateBrokerResponse, ControllerError> {
+        let request = pb::AuthenticateBrokerRequest {
+            credential: credential.to_owned(),
+        };
+        self.call(
+            request,
+            |mut c, r| async move { c.authenticate_broker(r).await },
+        )
+        .await
     }
 
     /// Whether this broker serves one tenant or every tenant.

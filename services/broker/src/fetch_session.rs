@@ -110,9 +110,20 @@ impl FetchSessions {
                 inner.by_id.remove(&session_id);
             }
             if inner.by_id.len() >= MAX_SESSIONS {
+                // The oldest session of whoever holds the most: a client (or tenant) opening
+                // sessions in a loop evicts its own, not everyone else's.
+                let mut held: HashMap<&Scope, usize> = HashMap::new();
+                for session in inner.by_id.values() {
+                    *held.entry(&session.owner).or_default() += 1;
+                }
+                let heaviest = held
+                    .into_iter()
+                    .max_by_key(|(_, count)| *count)
+                    .map(|(owner, _)| owner.clone());
                 let oldest = inner
                     .by_id
                     .iter()
+                    .filter(|(_, s)| Some(&s.owner) == heaviest.as_ref())
                     .min_by_key(|(_, s)| s.last_used)
                     .map(|(id, _)| *id);
                 if let Some(oldest) = oldest {
@@ -285,6 +296,24 @@ mod tests {
         assert!(matches!(
             sessions.update(&Scope::Plain, id, 1, Vec::new(), &[]),
             SessionOutcome::Error(ResponseError::InvalidFetchSessionEpoch)
+        ));
+    }
+
+    #[test]
+    fn a_tenant_opening_sessions_in_a_loop_evicts_its_own() {
+        let sessions = FetchSessions::default();
+        let acme = Scope::Tenant("acme".into());
+        let mine = match sessions.update(&acme, 0, 0, vec![target(0)], &[]) {
+            SessionOutcome::Full { session_id, .. } => session_id,
+            _ => panic!("a full fetch opens a session"),
+        };
+        let globex = Scope::Tenant("globex".into());
+        for _ in 0..2 * MAX_SESSIONS {
+            let _ = sessions.update(&globex, 0, 0, vec![target(0)], &[]);
+        }
+        assert!(matches!(
+            sessions.update(&acme, mine, 1, Vec::new(), &[]),
+            SessionOutcome::Incremental { .. }
         ));
     }
 }

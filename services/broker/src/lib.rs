@@ -103,7 +103,7 @@ impl Broker {
         credentials: &sasl::PlainCredentials<'_>,
     ) -> Result<sasl::Authenticated, sasl::SaslError> {
         self.keys
-            .authenticate(self.controller.as_ref(), credentials)
+            .authenticate(self.controller.as_ref(), self.own_tenant(), credentials)
             .await
     }
 

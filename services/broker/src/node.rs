@@ -8,7 +8,7 @@
 //! idle groups' offsets and idle producers forgotten), retention and compaction, and on a
 //! controller, heartbeats and following the metadata stream.
 
-use crate::listeners::{ListenerInfo, SecurityProtocol};
+use crate::listeners::ListenerInfo;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -165,7 +165,7 @@ impl Node {
         let (stop_serving, _) = watch::channel(false);
         let info = ListenerInfo {
             name: broker.config.inter_broker_listener_name.clone(),
-            protocol: SecurityProtocol::Plaintext,
+            protocol: broker.config.inter_broker_protocol,
             advertised_host: broker.config.advertised_host.clone(),
             advertised_port: broker.config.advertised_port,
             tls: None,

@@ -83,6 +83,15 @@ async fn follow(broker: Arc<Broker>, leader: i32, address: String) {
     config.client_id = format!("skein-replica-{node}");
     // An answer holds at most MAX_BYTES, plus one batch over for its first partition.
     config.max_response_bytes = 2 * MAX_BYTES as usize;
+    // Brokers whose inter-broker listener uses SASL (every broker of a cluster that serves
+    // every tenant) present their controller credential to each other.
+    if broker.config.inter_broker_protocol.requires_sasl() {
+        config.sasl_plain = broker
+            .controller
+            .as_ref()
+            .and_then(|link| link.credential_token())
+            .map(|token| (crate::sasl::BROKER_USER.to_owned(), token.to_owned()));
+    }
     loop {
         let connection = match Connection::connect(&address, &config).await {
             Ok(connection) => connection,

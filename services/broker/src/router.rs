@@ -43,15 +43,14 @@ pub(crate) struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    /// What this request's principal may do.
+    /// What this request's principal may do; another broker of the cluster is not held to
+    /// any tenant's ACLs.
     pub(crate) fn access(&self) -> crate::authz::Access<'_> {
-        crate::authz::Access::new(
-            self.broker,
-            &self.tenant,
-            &self.scope,
-            self.session.principal(),
-            self.peer,
-        )
+        let principal = self
+            .session
+            .principal()
+            .filter(|_| !self.session.is_cluster());
+        crate::authz::Access::new(self.broker, &self.tenant, &self.scope, principal, self.peer)
     }
 
     /// The tenant the request acts for, by name ([`Broker::tenant_of`]).
@@ -282,19 +281,15 @@ pub(crate) async fn dispatch(
 
 /// Whose names a request on this session speaks. On a broker serving one tenant, that
 /// tenant's plain names. On a broker serving every tenant, the names of the tenant the
-/// session authenticated for; the cluster's own (every tenant's) on the inter-broker
-/// listener without SASL; and otherwise none (`""` names no tenant: tenant names have 1 to
-/// 63 characters).
+/// session authenticated for; every tenant's for another broker of the cluster (which
+/// authenticated with its controller credential); and otherwise none (`""` names no
+/// tenant: tenant names have 1 to 63 characters).
 fn scope_of(broker: &Broker, session: &Session) -> Scope {
     match broker.topics.tenancy() {
         Tenancy::One => Scope::Plain,
+        Tenancy::Every if session.is_cluster() => Scope::Cluster,
         Tenancy::Every => match session.tenant() {
             Some(tenant) => Scope::Tenant(tenant.into()),
-            None if session.listener.name == broker.config.inter_broker_listener_name
-                && !session.listener.protocol.requires_sasl() =>
-            {
-                Scope::Cluster
-            }
             None => Scope::Tenant("".into()),
         },
     }

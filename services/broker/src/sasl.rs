@@ -25,6 +25,10 @@ pub(crate) const OAUTHBEARER: &str = "OAUTHBEARER";
 pub(crate) const SCRAM_SHA_256: &str = "SCRAM-SHA-256";
 pub(crate) const SCRAM_SHA_512: &str = "SCRAM-SHA-512";
 
+/// The PLAIN user name under which another broker presents its controller credential as
+/// the password (an API key id is never this).
+pub const BROKER_USER: &str = "skein-broker";
+
 /// The largest PLAIN token read (a PLAIN message is three fields of at most 255 bytes each).
 pub const MAX_TOKEN_BYTES: usize = 1024;
 
@@ -44,8 +48,12 @@ const MAX_REMEMBERED_KEYS: usize = 10_000;
 pub(crate) struct Authenticated {
     pub principal: Principal,
     /// The tenant its credential belongs to; `None` for a client certificate's principal,
-    /// which names none.
+    /// which names none, and for another broker.
     pub tenant: Option<String>,
+    /// Another broker of the cluster, authenticated with its controller credential: the
+    /// cluster's own traffic, trusted as the inter-broker listener of a broker of one
+    /// tenant always was.
+    pub cluster: bool,
     /// The API key used, which must stay in force (empty for a token).
     pub key_id: String,
     /// When the credential was accepted: a key made a moment ago is missing from the
@@ -144,6 +152,11 @@ impl Session {
             SaslState::Authenticated(who) => Some(who.principal.clone()),
             _ => None,
         }
+    }
+
+    /// Whether the session is another broker's.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(&*self.state.lock(), SaslState::Authenticated(who) if who.cluster)
     }
 
     /// The tenant the session's credential belongs to, once authenticated with one that
@@ -268,6 +281,7 @@ pub(crate) async fn authenticate_token(
     Ok(Authenticated {
         principal: Principal::user(text("sub")?),
         tenant: Some(found.to_owned()),
+        cluster: false,
         key_id: String::new(),
         verified_at: Instant::now(),
         expires_at: std::time::UNIX_EPOCH.checked_add(Duration::from_secs(exp)),
@@ -342,6 +356,8 @@ pub(crate) struct KeyChecker {
     scram: Mutex<HashMap<ScramUser, (ScramFound, Instant)>>,
     decoy: DecoySecret,
     verified: Mutex<HashMap<String, Verified>>,
+    /// Other brokers' credentials the controller accepted, by their SHA-256.
+    brokers: Mutex<HashMap<[u8; 32], (Authenticated, Instant)>>,
     /// The (tenant, id) of every served tenant's keys in force, once the controller has
     /// said; `None` before.
     in_force: RwLock<Option<HashSet<(String, String)>>>,
@@ -374,19 +390,28 @@ impl KeyChecker {
     }
 
     /// The principal `credentials` authenticate, asking the controller unless a recent
-    /// answer stands.
+    /// answer stands; [`BROKER_USER`] is another broker of the cluster, whose credential
+    /// must cover every tenant this broker serves (`serves`: its one tenant, `None` for
+    /// every tenant).
     pub(crate) async fn authenticate(
         &self,
         controller: Option<&ControllerLink>,
+        serves: Option<&str>,
         credentials: &PlainCredentials<'_>,
     ) -> Result<Authenticated, SaslError> {
         let digest: [u8; 32] = Sha256::digest(credentials.secret.as_bytes()).into();
+        if credentials.key_id == BROKER_USER {
+            return self
+                .authenticate_broker(controller, serves, credentials.secret, digest)
+                .await;
+        }
         if let Some((hash, tenant, principal, at)) = self.verified.lock().get(credentials.key_id) {
             let known = self.in_force(tenant, credentials.key_id);
             if known && *hash == digest && at.elapsed() < VERIFIED_FOR {
                 return Ok(Authenticated {
                     principal: Principal::user(principal.clone()),
                     tenant: Some(tenant.clone()),
+                    cluster: false,
                     key_id: credentials.key_id.to_owned(),
                     verified_at: *at,
                     expires_at: None,
@@ -428,6 +453,7 @@ impl KeyChecker {
         Ok(Authenticated {
             principal: Principal::user(principal),
             tenant: Some(tenant),
+            cluster: false,
             key_id: credentials.key_id.to_owned(),
             verified_at: Instant::now(),
             expires_at: None,
@@ -436,6 +462,82 @@ impl KeyChecker {
 }
 
 impl KeyChecker {
+    /// Another broker, by the controller credential it presented: asked of the controller
+    /// under the ration other questions take, and remembered (by the credential's digest)
+    /// for [`VERIFIED_FOR`] or until it expires.
+    async fn authenticate_broker(
+        &self,
+        controller: Option<&ControllerLink>,
+        serves: Option<&str>,
+        credential: &str,
+        digest: [u8; 32],
+    ) -> Result<Authenticated, SaslError> {
+        let remembered = self
+            .brokers
+            .lock()
+            .get(&digest)
+            .filter(|(_, at)| at.elapsed() < VERIFIED_FOR)
+            .map(|(who, _)| who.clone());
+        let who = match remembered {
+            Some(who) => who,
+            None => {
+                let controller = controller.ok_or(SaslError::NoController)?;
+                let attempt = format!(
+                    "broker:{}",
+                    digest[..8]
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<String>()
+                );
+                if !self.asked.may_ask(&attempt) {
+                    return Err(SaslError::Rationed);
+                }
+                let peer = controller
+                    .authenticate_broker(credential)
+                    .await
+                    .map_err(|e| {
+                        if e.code == tonic::Code::Unauthenticated {
+                            self.asked.missed(attempt.clone());
+                            SaslError::BadCredentials
+                        } else {
+                            tracing::warn!(error = %e, "broker credential check failed");
+                            SaslError::Unavailable
+                        }
+                    })?;
+                let covers = |tenant: &str| peer.tenants.iter().any(|t| t == "*" || t == tenant);
+                if !covers(serves.unwrap_or("*")) {
+                    return Err(SaslError::BadCredentials);
+                }
+                let who = Authenticated {
+                    principal: Principal::user(peer.name),
+                    tenant: None,
+                    cluster: true,
+                    key_id: String::new(),
+                    verified_at: Instant::now(),
+                    expires_at: std::time::UNIX_EPOCH.checked_add(Duration::from_secs(
+                        u64::try_from(peer.expires_at).unwrap_or(0),
+                    )),
+                };
+                let mut brokers = self.brokers.lock();
+                if brokers.len() >= MAX_REMEMBERED_KEYS {
+                    brokers.clear();
+                }
+                brokers.insert(digest, (who.clone(), Instant::now()));
+                who
+            }
+        };
+        if who
+            .expires_at
+            .is_some_and(|at| at <= std::time::SystemTime::now())
+        {
+            return Err(SaslError::BadCredentials);
+        }
+        Ok(Authenticated {
+            verified_at: Instant::now(),
+            ..who
+        })
+    }
+
     /// The credential `tenant`'s `user` authenticates with over `mechanism` and its
     /// session id, or a decoy and `None` when the user has none, asking the controller
     /// unless a recent answer stands.
@@ -639,6 +741,7 @@ mod tests {
         let who = |verified_at| Authenticated {
             principal: Principal::user("alice"),
             tenant: Some("acme".to_owned()),
+            cluster: false,
             key_id: "k3".to_owned(),
             verified_at,
             expires_at: None,

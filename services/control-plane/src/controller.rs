@@ -182,6 +182,9 @@ pub struct ControllerService {
     leadership: Arc<Leadership>,
     topics: TopicOps,
     idempotent_ids: Arc<IdempotentIds>,
+    /// Checks the credentials brokers present to each other (AuthenticateBroker): the
+    /// verifier callers are checked with, set by [`controller_server`].
+    peers: Option<CredentialVerifier>,
 }
 
 impl ControllerService {
@@ -192,6 +195,7 @@ impl ControllerService {
             config,
             leadership,
             idempotent_ids: Arc::default(),
+            peers: None,
         }
     }
 
@@ -385,12 +389,13 @@ fn visible_to(
 /// The controller's gRPC service, every call of which must carry a credential
 /// [`CredentialVerifier`] accepts.
 pub fn controller_server(
-    service: ControllerService,
+    mut service: ControllerService,
     credentials: CredentialVerifier,
 ) -> tonic::service::interceptor::InterceptedService<
     skein_proto::controller::controller_server::ControllerServer<ControllerService>,
     CredentialVerifier,
 > {
+    service.peers = Some(credentials.clone());
     let server = skein_proto::controller::controller_server::ControllerServer::new(service)
         .max_decoding_message_size(skein_proto::replicas::MAX_CONTROLLER_REQUEST_BYTES)
         .max_encoding_message_size(skein_proto::replicas::MAX_CONTROLLER_MESSAGE_BYTES);
@@ -950,6 +955,29 @@ impl Controller for ControllerService {
                 Err(Status::unauthenticated("the API key is not valid"))
             }
         }
+    }
+
+    async fn authenticate_broker(
+        &self,
+        request: Request<pb::AuthenticateBrokerRequest>,
+    ) -> Result<Response<pb::AuthenticateBrokerResponse>, Status> {
+        // A broker checks who connects to its inter-broker listener.
+        credentials::caller(&request)?.require(Role::Broker)?;
+        let presented = request.into_inner().credential;
+        let refused = || Status::unauthenticated("the broker credential is not valid");
+        let verifier = self.peers.as_ref().ok_or_else(refused)?;
+        let peer = verifier.verify_presented(presented.trim()).map_err(|e| {
+            tracing::info!(error = %e, "a broker credential presented to a broker was refused");
+            refused()
+        })?;
+        if peer.caller.role != Role::Broker {
+            return Err(refused());
+        }
+        Ok(Response::new(pb::AuthenticateBrokerResponse {
+            name: peer.caller.name,
+            tenants: peer.caller.tenants,
+            expires_at: peer.expires_at,
+        }))
     }
 
     async fn get_scram_credential(

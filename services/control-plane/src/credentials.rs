@@ -170,6 +170,14 @@ pub fn mint(secret: &[u8], credential: &NewCredential) -> Option<String> {
     Hs256Signer::new(secret).sign(&claims)
 }
 
+/// A credential one broker presented to another, verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Presented {
+    pub caller: ControllerCaller,
+    /// Its `exp`, in seconds since the epoch.
+    pub expires_at: i64,
+}
+
 /// Checks the credentials callers present.
 #[derive(Debug, Clone)]
 pub struct CredentialVerifier {
@@ -190,6 +198,21 @@ impl CredentialVerifier {
             .verify(token, &["sub", "role"])
             .map_err(CredentialError::Refused)?;
         caller_from(&claims).ok_or(CredentialError::Malformed)
+    }
+
+    /// A credential presented in a call's body (a broker's, to another broker): whose it
+    /// is and when it expires (seconds since the epoch).
+    pub fn verify_presented(&self, token: &str) -> Result<Presented, CredentialError> {
+        let claims = self
+            .verifier
+            .verify(token, &["sub", "role", "exp"])
+            .map_err(CredentialError::Refused)?;
+        let caller = caller_from(&claims).ok_or(CredentialError::Malformed)?;
+        let expires_at = claims
+            .get("exp")
+            .and_then(Value::as_i64)
+            .ok_or(CredentialError::Malformed)?;
+        Ok(Presented { caller, expires_at })
     }
 
     /// The caller a request's `authorization` metadata names.

@@ -56,18 +56,27 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
     } = args.listener.bind().await?;
     let address = listener.local_addr()?;
     if args.tenant.is_none() {
-        // Serving every tenant, a client's tenant comes from its authentication alone.
+        // Serving every tenant, a client's tenant comes from its authentication alone, and
+        // other brokers prove they are brokers.
         if let Some((_, info)) = extra
             .iter()
             .find(|(_, info)| !info.protocol.requires_sasl())
         {
             anyhow::bail!(
                 "listener {} ({}) does not authenticate its clients: a broker serving every \
-                 tenant (no --tenant) needs SASL on every listener but the inter-broker one",
+                 tenant (no --tenant) needs SASL on every listener",
                 info.name,
                 info.protocol
             );
         }
+        anyhow::ensure!(
+            config.inter_broker_protocol.requires_sasl(),
+            "the inter-broker listener {} is {}: a broker serving every tenant (no --tenant) \
+             needs SASL_PLAINTEXT there, where brokers present their controller credentials \
+             (--inter-broker-listener-name)",
+            config.inter_broker_listener_name,
+            config.inter_broker_protocol
+        );
     }
     let identity = identity(&config, args.tenant.as_deref());
     let credential =

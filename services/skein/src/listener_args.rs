@@ -23,10 +23,14 @@ pub(crate) struct ListenerArgs {
     #[arg(long, env = "SKEIN_KAFKA_LISTEN", default_value = "127.0.0.1:9092")]
     pub(crate) kafka_listen: SocketAddr,
     /// Kafka's `listeners`: NAME://host:port entries, comma-separated, in place of
-    /// --kafka-listen. The first PLAINTEXT one is the inter-broker listener the broker
-    /// registers; the others (SASL_PLAINTEXT) serve clients that authenticate
+    /// --kafka-listen. The inter-broker listener (--inter-broker-listener-name, else the
+    /// first PLAINTEXT one) is the one the broker registers; the others serve clients
     #[arg(long, env = "SKEIN_LISTENERS", conflicts_with = "kafka_listen")]
     pub(crate) listeners: Option<String>,
+    /// Kafka's `inter.broker.listener.name`: the listener brokers replicate over, PLAINTEXT
+    /// or SASL_PLAINTEXT (brokers then present their controller credentials to each other)
+    #[arg(long, env = "SKEIN_INTER_BROKER_LISTENER_NAME", requires = "listeners")]
+    pub(crate) inter_broker_listener_name: Option<String>,
     /// Kafka's `advertised.listeners`: the address clients are told for each listener
     /// (by name); a listener not named here advertises the address it is bound to
     #[arg(long, env = "SKEIN_ADVERTISED_LISTENERS", requires = "listeners")]
@@ -155,13 +159,31 @@ impl ListenerArgs {
         )?;
         let specs =
             listeners::listener_specs(listeners, self.advertised_listeners.as_deref(), &protocols)?;
-        let inter_broker = specs
-            .iter()
-            .position(|s| s.protocol == SecurityProtocol::Plaintext)
-            .context(
-                "--listeners needs a PLAINTEXT listener: brokers replicate over it (and \
-                 register its address with the controller)",
-            )?;
+        let inter_broker = match &self.inter_broker_listener_name {
+            Some(name) => specs
+                .iter()
+                .position(|s| s.name == *name)
+                .with_context(|| {
+                    format!("--inter-broker-listener-name {name} is not one of --listeners")
+                })?,
+            None => specs
+                .iter()
+                .position(|s| s.protocol == SecurityProtocol::Plaintext)
+                .context(
+                    "--listeners needs a PLAINTEXT listener, or --inter-broker-listener-name: \
+                     brokers replicate over it (and register its address with the controller)",
+                )?,
+        };
+        let inter_broker_protocol = specs[inter_broker].protocol;
+        anyhow::ensure!(
+            matches!(
+                inter_broker_protocol,
+                SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext
+            ),
+            "the inter-broker listener {} is {}: brokers replicate over PLAINTEXT or SASL_PLAINTEXT",
+            specs[inter_broker].name,
+            inter_broker_protocol
+        );
         let client_auth = match self.ssl_client_auth {
             ClientAuthMode::None => None,
             mode => Some(skein_broker::tls::ClientAuth {
@@ -205,6 +227,7 @@ impl ListenerArgs {
                 config.advertised_host = host;
                 config.advertised_port = port;
                 config.inter_broker_listener_name = spec.name;
+                config.inter_broker_protocol = inter_broker_protocol;
                 main = Some(listener);
             } else {
                 let info = ListenerInfo {

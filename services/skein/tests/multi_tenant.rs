@@ -16,10 +16,18 @@ use common::admin::{issue_api_key, new_principal, TOPICS_AND_GROUPS};
 use common::processes::*;
 use common::sasl_acls;
 
-const LISTENERS: &str = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0";
+/// Brokers replicate over INTERNAL (SASL_PLAINTEXT, their controller credentials); clients
+/// come to the SASL_PLAINTEXT listener.
+const LISTENERS: &str = "INTERNAL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0";
 
-/// A broker serving every tenant, node 1.
-fn every_tenant_broker(controller: &str, data: &std::path::Path, listeners: &str) -> Command {
+/// A broker serving every tenant, node `node`, on `listeners` (INTERNAL the inter-broker
+/// one, SASL_PLAINTEXT).
+fn every_tenant_broker(
+    controller: &str,
+    data: &std::path::Path,
+    node: i32,
+    listeners: &str,
+) -> Command {
     let mut command = Command::new(SKEIN);
     command
         .args(["broker", "--control-plane", controller])
@@ -27,10 +35,17 @@ fn every_tenant_broker(controller: &str, data: &std::path::Path, listeners: &str
             "SKEIN_CONTROLLER_TOKEN_FILE",
             controller_token_file("broker", &["*"]),
         )
-        .env("SKEIN_BROKER_NODE_ID", "1")
+        .env("SKEIN_BROKER_NODE_ID", node.to_string())
         .args(["--heartbeat-interval-secs", "1", "--listeners", listeners])
+        .args([
+            "--listener-security-protocol-map",
+            "INTERNAL:SASL_PLAINTEXT",
+        ])
         .arg("--data-dir")
         .arg(data);
+    if listeners.contains("INTERNAL://") {
+        command.args(["--inter-broker-listener-name", "INTERNAL"]);
+    }
     command
 }
 
@@ -78,6 +93,7 @@ fn two_tenants_on_one_listener_each_see_only_their_own() {
     let broker = Process::start(&mut every_tenant_broker(
         &controller,
         data.path(),
+        1,
         LISTENERS,
     ));
     assert!(
@@ -204,19 +220,127 @@ fn a_broker_serving_every_tenant_refuses_listeners_without_authentication() {
     let url = postgres.database("multi_tenant_refusal").unwrap();
     let (cp, _admin, controller) = control_plane(&url);
     let data = tempfile::tempdir().unwrap();
-    let out = every_tenant_broker(
-        &controller,
-        data.path(),
-        "PLAINTEXT://127.0.0.1:0,CLIENTS://127.0.0.1:0",
-    )
-    .args(["--listener-security-protocol-map", "CLIENTS:PLAINTEXT"])
-    .output()
-    .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("needs SASL on every listener but the inter-broker one"),
-        "{stderr}"
+    for (listeners, refusal) in [
+        (
+            "INTERNAL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+            "needs SASL on every listener",
+        ),
+        (
+            "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "needs SASL_PLAINTEXT there",
+        ),
+    ] {
+        let out = every_tenant_broker(&controller, data.path(), 1, listeners)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(refusal), "{listeners}: {stderr}");
+    }
+    cp.stop();
+}
+
+/// Two brokers serving every tenant replicate a tenant's partition over their
+/// SASL_PLAINTEXT inter-broker listener, each presenting its controller credential; a
+/// client there is still only its tenant, a credential of another secret or of one tenant
+/// is refused, and nothing reaches every tenant's names without a broker's credential.
+#[test]
+fn brokers_serving_every_tenant_authenticate_each_other() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("multi_tenant_replication").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    common::admin::admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    new_principal(&admin_addr, "acme", "app", TOPICS_AND_GROUPS);
+    let acme = issue_api_key(&admin_addr, "acme", "app");
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let brokers: Vec<Process> = (1..=2)
+        .map(|node| {
+            Process::start(&mut every_tenant_broker(
+                &controller,
+                dirs[node - 1].path(),
+                node as i32,
+                LISTENERS,
+            ))
+        })
+        .collect();
+    let sasl = field(&brokers[0].first_line, "(SASL_PLAINTEXT) on ");
+    let internal = field(&brokers[0].first_line, " on ");
+    let call = |at: &str, who: &(String, String), args: &[&str]| sasl_acls(&python, at, who, args);
+    // Both brokers registered before the topic is placed on both.
+    wait_for(|| {
+        let created = call(&sasl, &acme, &["create", "orders", "2"]);
+        (created["result"] == "ok" || created["result"] == "TOPIC_ALREADY_EXISTS").then_some(())
+    });
+    // The follower copies the partition over SASL: both replicas come into the ISR.
+    wait_for(|| {
+        let described = call(&sasl, &acme, &["brokers", "orders"]);
+        (described["isr"]["0"] == serde_json::json!([1, 2])).then_some(())
+    });
+    assert_eq!(call(&sasl, &acme, &["produce", "orders"])["result"], "ok");
+    for dir in &dirs {
+        let logs: Vec<String> = std::fs::read_dir(dir.path().join("logs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            logs.iter().any(|d| d.starts_with("acme.orders-0")),
+            "{logs:?}"
+        );
+    }
+    // A tenant's client on the inter-broker listener is its tenant, nothing more.
+    assert_eq!(
+        call(&internal, &acme, &["metadata"])["topics"],
+        serde_json::json!(["orders"])
     );
+    // A broker's credential sees every tenant's names; one of another secret, or of a
+    // broker of one tenant, is refused and writes nothing.
+    let token = |path: std::path::PathBuf| std::fs::read_to_string(path).unwrap().trim().to_owned();
+    let cluster = (
+        "skein-broker".to_owned(),
+        token(controller_token_file("broker", &["*"])),
+    );
+    assert_eq!(
+        call(&internal, &cluster, &["metadata"])["topics"],
+        serde_json::json!(["acme.orders"])
+    );
+    let one_tenant = (
+        "skein-broker".to_owned(),
+        token(controller_token_file("broker", &["acme"])),
+    );
+    assert_ne!(
+        call(&internal, &one_tenant, &["produce", "acme.orders"])["result"],
+        "ok"
+    );
+    let forged_secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(forged_secret.path(), "f".repeat(48)).unwrap();
+    let forged = Command::new(SKEIN)
+        .args([
+            "controller-token",
+            "--role",
+            "broker",
+            "--tenant",
+            "*",
+            "--secret-file",
+        ])
+        .arg(forged_secret.path())
+        .output()
+        .unwrap();
+    let forged = (
+        "skein-broker".to_owned(),
+        String::from_utf8_lossy(&forged.stdout).trim().to_owned(),
+    );
+    assert_ne!(
+        call(&internal, &forged, &["produce", "acme.orders"])["result"],
+        "ok"
+    );
+    assert_eq!(
+        call(&sasl, &acme, &["watermark", "orders"])["high"],
+        1,
+        "refused writers wrote nothing"
+    );
+    for broker in brokers {
+        broker.stop();
+    }
     cp.stop();
 }
