@@ -16,6 +16,11 @@ fuzz_target!(|data: &[u8]| {
         assert!(data.len() <= MAX_TOKEN_BYTES);
         assert!(!credentials.key_id.is_empty() && !credentials.secret.is_empty());
         assert!(!credentials.key_id.contains('\0') && !credentials.secret.contains('\0'));
+        // Only a gateway names a tenant to act for, and then always one.
+        assert_eq!(
+            credentials.tenant.is_empty(),
+            credentials.key_id != skein_broker::sasl::GATEWAY_USER
+        );
     }
     if let Ok(token) = parse_oauthbearer(data) {
         assert!(data.len() <= MAX_OAUTHBEARER_BYTES);

@@ -26,10 +26,29 @@ pub struct ClientConfig {
     /// Whether metadata requests may create missing topics, on brokers configured to
     /// (`allow.auto.create.topics`).
     pub allow_auto_topic_creation: bool,
-    /// SASL/PLAIN credentials (user name, password) every connection authenticates with
-    /// right after the version handshake (`sasl.mechanism=PLAIN` on SASL_PLAINTEXT);
-    /// `None`, no authentication.
-    pub sasl_plain: Option<(String, String)>,
+    /// SASL/PLAIN credentials every connection authenticates with right after the
+    /// version handshake (`sasl.mechanism=PLAIN` on SASL_PLAINTEXT); `None`, no
+    /// authentication.
+    pub sasl_plain: Option<SaslPlain>,
+}
+
+/// SASL/PLAIN credentials (RFC 4616).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaslPlain {
+    /// The identity to act as; empty for the user's own.
+    pub authorization_id: String,
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslPlain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslPlain")
+            .field("authorization_id", &self.authorization_id)
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
 }
 
 impl ClientConfig {

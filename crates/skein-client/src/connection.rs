@@ -117,20 +117,17 @@ impl Connection {
             .await
             .map_err(|_| timeout("ApiVersions"))??;
         let _ = connection.versions.set(versions);
-        if let Some((user, password)) = &config.sasl_plain {
-            tokio::time::timeout(
-                config.connect_timeout,
-                connection.authenticate_plain(user, password),
-            )
-            .await
-            .map_err(|_| timeout("SASL authentication"))??;
+        if let Some(plain) = &config.sasl_plain {
+            tokio::time::timeout(config.connect_timeout, connection.authenticate_plain(plain))
+                .await
+                .map_err(|_| timeout("SASL authentication"))??;
         }
         Ok(connection)
     }
 
     /// SASL/PLAIN (RFC 4616) in SaslHandshake and SaslAuthenticate (KIP-152): the broker
     /// answers nothing else until it succeeds, and closes the connection when it fails.
-    async fn authenticate_plain(&self, user: &str, password: &str) -> Result<()> {
+    async fn authenticate_plain(&self, plain: &crate::config::SaslPlain) -> Result<()> {
         let handshake = self
             .send(
                 &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
@@ -142,7 +139,10 @@ impl Connection {
             handshake.error_code,
             None,
         )?;
-        let token = format!("\0{user}\0{password}");
+        let token = format!(
+            "{}\0{}\0{}",
+            plain.authorization_id, plain.username, plain.password
+        );
         let answer = self
             .send(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token)))
             .await?;

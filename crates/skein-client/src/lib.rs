@@ -53,7 +53,7 @@ mod versions;
 
 pub use admin::{ConfigEntry, ListedOffset, NewTopic, OffsetSpec};
 pub use cluster::Client;
-pub use config::ClientConfig;
+pub use config::{ClientConfig, SaslPlain};
 pub use connection::Connection;
 pub use error::{BoxError, ClientError, Result};
 pub use fetch::{FetchOptions, FetchedPartition};

@@ -33,6 +33,14 @@ pub mod refusal;
 /// The id under which the metadata lists a SCRAM credential as in force, among the API keys:
 /// a session authenticated with the credential ends when the id leaves the list, when the
 /// credential is deleted or replaced. API key ids are UUIDs, so the two never meet.
+/// The SASL/PLAIN user name a broker logs in to another broker's inter-broker listener
+/// with, its controller credential as the password.
+pub const BROKER_SASL_USER: &str = "skein-broker";
+
+/// The SASL/PLAIN user name a gateway logs in to a broker with, its controller credential
+/// as the password and the tenant it acts for as the authorization id.
+pub const GATEWAY_SASL_USER: &str = "skein-gateway";
+
 pub fn scram_session_id(mechanism: &str, user: &str, updated_at: i64) -> String {
     format!("scram:{mechanism}:{updated_at}:{user}")
 }

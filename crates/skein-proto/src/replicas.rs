@@ -79,6 +79,8 @@ impl Interceptor for Credential {
 #[derive(Debug, Clone)]
 pub struct ControllerReplicas {
     replicas: Arc<[(String, Client)]>,
+    /// The credential every call presents.
+    credential: Credential,
     preferred: Arc<AtomicUsize>,
 }
 
@@ -94,6 +96,11 @@ pub enum ReplicasError {
 impl ControllerReplicas {
     /// Channels to each replica in `urls`, every call carrying `credential`; nothing
     /// connects until the first call.
+    /// The credential every call presents.
+    pub fn credential(&self) -> &Credential {
+        &self.credential
+    }
+
     pub fn connect_lazy(urls: &[String], credential: Credential) -> Result<Self, ReplicasError> {
         if urls.is_empty() {
             return Err(ReplicasError::NoAddress);
@@ -115,6 +122,7 @@ impl ControllerReplicas {
             ));
         }
         Ok(Self {
+            credential,
             replicas: replicas.into(),
             preferred: Arc::new(AtomicUsize::new(0)),
         })

@@ -111,16 +111,16 @@ impl ControllerLink {
 
     /// Whose a controller credential another broker presented is, if it is a broker's:
     /// its name, the tenants it covers and when it expires (seconds since the epoch).
-    pub async fn authenticate_broker(
+    pub async fn authenticate_peer(
         &self,
         credential: &str,
-    ) -> Result<pb::AuthenticateBrokerResponse, ControllerError> {
-        let request = pb::AuthenticateBrokerRequest {
+    ) -> Result<pb::AuthenticatePeerResponse, ControllerError> {
+        let request = pb::AuthenticatePeerRequest {
             credential: credential.to_owned(),
         };
         self.call(
             request,
-            |mut c, r| async move { c.authenticate_broker(r).await },
+            |mut c, r| async move { c.authenticate_peer(r).await },
         )
         .await
     }

@@ -90,7 +90,11 @@ async fn follow(broker: Arc<Broker>, leader: i32, address: String) {
             .controller
             .as_ref()
             .and_then(|link| link.credential_token())
-            .map(|token| (crate::sasl::BROKER_USER.to_owned(), token.to_owned()));
+            .map(|token| skein_client::SaslPlain {
+                authorization_id: String::new(),
+                username: crate::sasl::BROKER_USER.to_owned(),
+                password: token.to_owned(),
+            });
     }
     loop {
         let connection = match Connection::connect(&address, &config).await {

@@ -43,13 +43,13 @@ pub(crate) struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    /// What this request's principal may do; another broker of the cluster is not held to
-    /// any tenant's ACLs.
+    /// What this request's principal may do; another broker of the cluster, or a gateway,
+    /// is held to no ACLs (the gateway checks its own callers').
     pub(crate) fn access(&self) -> crate::authz::Access<'_> {
         let principal = self
             .session
             .principal()
-            .filter(|_| !self.session.is_cluster());
+            .filter(|_| !self.session.is_trusted());
         crate::authz::Access::new(self.broker, &self.tenant, &self.scope, principal, self.peer)
     }
 

@@ -18,6 +18,7 @@ use skein_auth::Principal;
 
 use crate::controller_link::ControllerLink;
 use crate::listeners::ListenerInfo;
+use skein_proto::controller as pb;
 
 /// The mechanisms a SASL listener can offer; OAUTHBEARER only when tokens can be checked.
 pub(crate) const PLAIN: &str = "PLAIN";
@@ -27,7 +28,11 @@ pub(crate) const SCRAM_SHA_512: &str = "SCRAM-SHA-512";
 
 /// The PLAIN user name under which another broker presents its controller credential as
 /// the password (an API key id is never this).
-pub const BROKER_USER: &str = "skein-broker";
+pub const BROKER_USER: &str = skein_proto::BROKER_SASL_USER;
+
+/// The PLAIN user name under which a gateway presents its controller credential, naming
+/// the tenant it acts for as the authorization id.
+pub const GATEWAY_USER: &str = skein_proto::GATEWAY_SASL_USER;
 
 /// The largest PLAIN token read (a PLAIN message is three fields of at most 255 bytes each).
 pub const MAX_TOKEN_BYTES: usize = 1024;
@@ -50,10 +55,11 @@ pub(crate) struct Authenticated {
     /// The tenant its credential belongs to; `None` for a client certificate's principal,
     /// which names none, and for another broker.
     pub tenant: Option<String>,
-    /// Another broker of the cluster, authenticated with its controller credential: the
-    /// cluster's own traffic, trusted as the inter-broker listener of a broker of one
-    /// tenant always was.
-    pub cluster: bool,
+    /// Another broker of the cluster (no tenant) or a gateway acting for `tenant`,
+    /// authenticated with its controller credential: held to no tenant's ACLs, as the
+    /// inter-broker listener of a broker of one tenant always was (the gateway checks its
+    /// callers' ACLs itself).
+    pub trusted: bool,
     /// The API key used, which must stay in force (empty for a token).
     pub key_id: String,
     /// When the credential was accepted: a key made a moment ago is missing from the
@@ -154,9 +160,14 @@ impl Session {
         }
     }
 
-    /// Whether the session is another broker's.
+    /// Whether the session is another broker's: every tenant's traffic.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(&*self.state.lock(), SaslState::Authenticated(who) if who.cluster)
+        matches!(&*self.state.lock(), SaslState::Authenticated(who) if who.trusted && who.tenant.is_none())
+    }
+
+    /// Whether the session is held to no ACLs: another broker, or a gateway.
+    pub(crate) fn is_trusted(&self) -> bool {
+        matches!(&*self.state.lock(), SaslState::Authenticated(who) if who.trusted)
     }
 
     /// The tenant the session's credential belongs to, once authenticated with one that
@@ -281,7 +292,7 @@ pub(crate) async fn authenticate_token(
     Ok(Authenticated {
         principal: Principal::user(text("sub")?),
         tenant: Some(found.to_owned()),
-        cluster: false,
+        trusted: false,
         key_id: String::new(),
         verified_at: Instant::now(),
         expires_at: std::time::UNIX_EPOCH.checked_add(Duration::from_secs(exp)),
@@ -293,6 +304,8 @@ pub(crate) async fn authenticate_token(
 pub struct PlainCredentials<'a> {
     pub key_id: &'a str,
     pub secret: &'a str,
+    /// The tenant a gateway acts for ([`GATEWAY_USER`]); empty for everyone else.
+    pub tenant: &'a str,
 }
 
 pub fn parse_plain(token: &[u8]) -> Result<PlainCredentials<'_>, SaslError> {
@@ -306,11 +319,29 @@ pub fn parse_plain(token: &[u8]) -> Result<PlainCredentials<'_>, SaslError> {
     else {
         return Err(SaslError::MalformedPlain);
     };
-    // An authorization id other than the key's own would ask to act as someone else.
-    if key_id.is_empty() || secret.is_empty() || !(authzid.is_empty() || authzid == key_id) {
+    if key_id.is_empty() || secret.is_empty() {
         return Err(SaslError::MalformedPlain);
     }
-    Ok(PlainCredentials { key_id, secret })
+    // A gateway names the tenant it acts for; anyone else's authorization id other than
+    // its own would ask to act as someone else.
+    if key_id == GATEWAY_USER {
+        if authzid.is_empty() {
+            return Err(SaslError::MalformedPlain);
+        }
+        return Ok(PlainCredentials {
+            key_id,
+            secret,
+            tenant: authzid,
+        });
+    }
+    if !(authzid.is_empty() || authzid == key_id) {
+        return Err(SaslError::MalformedPlain);
+    }
+    Ok(PlainCredentials {
+        key_id,
+        secret,
+        tenant: "",
+    })
 }
 
 /// A key the controller accepted: the SHA-256 of its secret, its tenant and principal's
@@ -356,8 +387,8 @@ pub(crate) struct KeyChecker {
     scram: Mutex<HashMap<ScramUser, (ScramFound, Instant)>>,
     decoy: DecoySecret,
     verified: Mutex<HashMap<String, Verified>>,
-    /// Other brokers' credentials the controller accepted, by their SHA-256.
-    brokers: Mutex<HashMap<[u8; 32], (Authenticated, Instant)>>,
+    /// Other brokers' and gateways' credentials the controller accepted, by their SHA-256.
+    peers: Mutex<HashMap<[u8; 32], (pb::AuthenticatePeerResponse, Instant)>>,
     /// The (tenant, id) of every served tenant's keys in force, once the controller has
     /// said; `None` before.
     in_force: RwLock<Option<HashSet<(String, String)>>>,
@@ -400,9 +431,9 @@ impl KeyChecker {
         credentials: &PlainCredentials<'_>,
     ) -> Result<Authenticated, SaslError> {
         let digest: [u8; 32] = Sha256::digest(credentials.secret.as_bytes()).into();
-        if credentials.key_id == BROKER_USER {
+        if credentials.key_id == BROKER_USER || credentials.key_id == GATEWAY_USER {
             return self
-                .authenticate_broker(controller, serves, credentials.secret, digest)
+                .authenticate_peer(controller, serves, credentials, digest)
                 .await;
         }
         if let Some((hash, tenant, principal, at)) = self.verified.lock().get(credentials.key_id) {
@@ -411,7 +442,7 @@ impl KeyChecker {
                 return Ok(Authenticated {
                     principal: Principal::user(principal.clone()),
                     tenant: Some(tenant.clone()),
-                    cluster: false,
+                    trusted: false,
                     key_id: credentials.key_id.to_owned(),
                     verified_at: *at,
                     expires_at: None,
@@ -453,7 +484,7 @@ impl KeyChecker {
         Ok(Authenticated {
             principal: Principal::user(principal),
             tenant: Some(tenant),
-            cluster: false,
+            trusted: false,
             key_id: credentials.key_id.to_owned(),
             verified_at: Instant::now(),
             expires_at: None,
@@ -462,28 +493,30 @@ impl KeyChecker {
 }
 
 impl KeyChecker {
-    /// Another broker, by the controller credential it presented: asked of the controller
-    /// under the ration other questions take, and remembered (by the credential's digest)
-    /// for [`VERIFIED_FOR`] or until it expires.
-    async fn authenticate_broker(
+    /// Another broker, or a gateway acting for a tenant, by the controller credential it
+    /// presented: asked of the controller under the ration other questions take, and
+    /// remembered (by the credential's digest) for [`VERIFIED_FOR`] or until it expires. A
+    /// broker's credential must cover every tenant this one serves (`serves`: its one
+    /// tenant, `None` for every tenant); a gateway acts for a tenant this broker serves.
+    async fn authenticate_peer(
         &self,
         controller: Option<&ControllerLink>,
         serves: Option<&str>,
-        credential: &str,
+        credentials: &PlainCredentials<'_>,
         digest: [u8; 32],
     ) -> Result<Authenticated, SaslError> {
         let remembered = self
-            .brokers
+            .peers
             .lock()
             .get(&digest)
             .filter(|(_, at)| at.elapsed() < VERIFIED_FOR)
-            .map(|(who, _)| who.clone());
-        let who = match remembered {
-            Some(who) => who,
+            .map(|(peer, _)| peer.clone());
+        let peer = match remembered {
+            Some(peer) => peer,
             None => {
                 let controller = controller.ok_or(SaslError::NoController)?;
                 let attempt = format!(
-                    "broker:{}",
+                    "peer:{}",
                     digest[..8]
                         .iter()
                         .map(|b| format!("{b:02x}"))
@@ -493,48 +526,51 @@ impl KeyChecker {
                     return Err(SaslError::Rationed);
                 }
                 let peer = controller
-                    .authenticate_broker(credential)
+                    .authenticate_peer(credentials.secret)
                     .await
                     .map_err(|e| {
                         if e.code == tonic::Code::Unauthenticated {
                             self.asked.missed(attempt.clone());
                             SaslError::BadCredentials
                         } else {
-                            tracing::warn!(error = %e, "broker credential check failed");
+                            tracing::warn!(error = %e, "peer credential check failed");
                             SaslError::Unavailable
                         }
                     })?;
-                let covers = |tenant: &str| peer.tenants.iter().any(|t| t == "*" || t == tenant);
+                let mut peers = self.peers.lock();
+                if peers.len() >= MAX_REMEMBERED_KEYS {
+                    peers.clear();
+                }
+                peers.insert(digest, (peer.clone(), Instant::now()));
+                peer
+            }
+        };
+        let expires_at = std::time::UNIX_EPOCH.checked_add(Duration::from_secs(
+            u64::try_from(peer.expires_at).unwrap_or(0),
+        ));
+        if expires_at.is_none_or(|at| at <= std::time::SystemTime::now()) {
+            return Err(SaslError::BadCredentials);
+        }
+        let tenant = match (credentials.key_id, peer.role.as_str()) {
+            (BROKER_USER, "broker") => {
+                let covers = |t: &str| peer.tenants.iter().any(|c| c == "*" || c == t);
                 if !covers(serves.unwrap_or("*")) {
                     return Err(SaslError::BadCredentials);
                 }
-                let who = Authenticated {
-                    principal: Principal::user(peer.name),
-                    tenant: None,
-                    cluster: true,
-                    key_id: String::new(),
-                    verified_at: Instant::now(),
-                    expires_at: std::time::UNIX_EPOCH.checked_add(Duration::from_secs(
-                        u64::try_from(peer.expires_at).unwrap_or(0),
-                    )),
-                };
-                let mut brokers = self.brokers.lock();
-                if brokers.len() >= MAX_REMEMBERED_KEYS {
-                    brokers.clear();
-                }
-                brokers.insert(digest, (who.clone(), Instant::now()));
-                who
+                None
             }
+            (GATEWAY_USER, "gateway") if serves.is_none_or(|own| own == credentials.tenant) => {
+                Some(credentials.tenant.to_owned())
+            }
+            _ => return Err(SaslError::BadCredentials),
         };
-        if who
-            .expires_at
-            .is_some_and(|at| at <= std::time::SystemTime::now())
-        {
-            return Err(SaslError::BadCredentials);
-        }
         Ok(Authenticated {
+            principal: Principal::user(peer.name),
+            tenant,
+            trusted: true,
+            key_id: String::new(),
             verified_at: Instant::now(),
-            ..who
+            expires_at,
         })
     }
 
@@ -620,12 +656,22 @@ mod tests {
             parse_plain(b"\0key-1\0s3cret"),
             Ok(PlainCredentials {
                 key_id: "key-1",
-                secret: "s3cret"
+                secret: "s3cret",
+                tenant: "",
             })
         );
         assert_eq!(
             parse_plain(b"key-1\0key-1\0s3cret").map(|c| c.key_id),
             Ok("key-1")
+        );
+        // A gateway names the tenant it acts for; nobody else may name another.
+        assert_eq!(
+            parse_plain(b"acme\0skein-gateway\0token").map(|c| (c.key_id, c.tenant)),
+            Ok(("skein-gateway", "acme"))
+        );
+        assert_eq!(
+            parse_plain(b"\0skein-gateway\0token"),
+            Err(SaslError::MalformedPlain)
         );
         for bad in [
             &b""[..],
@@ -741,7 +787,7 @@ mod tests {
         let who = |verified_at| Authenticated {
             principal: Principal::user("alice"),
             tenant: Some("acme".to_owned()),
-            cluster: false,
+            trusted: false,
             key_id: "k3".to_owned(),
             verified_at,
             expires_at: None,

@@ -277,7 +277,7 @@ pub(crate) fn authenticate(
     Ok(Authenticated {
         principal: Principal::user(mapper.name(&dn)?),
         tenant: None,
-        cluster: false,
+        trusted: false,
         key_id: String::new(),
         verified_at: Instant::now(),
         expires_at: Some(expires_at),

@@ -182,7 +182,7 @@ pub struct ControllerService {
     leadership: Arc<Leadership>,
     topics: TopicOps,
     idempotent_ids: Arc<IdempotentIds>,
-    /// Checks the credentials brokers present to each other (AuthenticateBroker): the
+    /// Checks the credentials brokers present to each other (AuthenticatePeer): the
     /// verifier callers are checked with, set by [`controller_server`].
     peers: Option<CredentialVerifier>,
 }
@@ -957,26 +957,24 @@ impl Controller for ControllerService {
         }
     }
 
-    async fn authenticate_broker(
+    async fn authenticate_peer(
         &self,
-        request: Request<pb::AuthenticateBrokerRequest>,
-    ) -> Result<Response<pb::AuthenticateBrokerResponse>, Status> {
+        request: Request<pb::AuthenticatePeerRequest>,
+    ) -> Result<Response<pb::AuthenticatePeerResponse>, Status> {
         // A broker checks who connects to its inter-broker listener.
         credentials::caller(&request)?.require(Role::Broker)?;
         let presented = request.into_inner().credential;
-        let refused = || Status::unauthenticated("the broker credential is not valid");
+        let refused = || Status::unauthenticated("the credential is not valid");
         let verifier = self.peers.as_ref().ok_or_else(refused)?;
         let peer = verifier.verify_presented(presented.trim()).map_err(|e| {
-            tracing::info!(error = %e, "a broker credential presented to a broker was refused");
+            tracing::info!(error = %e, "a credential presented to a broker was refused");
             refused()
         })?;
-        if peer.caller.role != Role::Broker {
-            return Err(refused());
-        }
-        Ok(Response::new(pb::AuthenticateBrokerResponse {
+        Ok(Response::new(pb::AuthenticatePeerResponse {
             name: peer.caller.name,
             tenants: peer.caller.tenants,
             expires_at: peer.expires_at,
+            role: peer.caller.role.name().to_owned(),
         }))
     }
 

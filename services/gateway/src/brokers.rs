@@ -21,14 +21,25 @@ pub struct TenantClient {
 #[derive(Debug, Default)]
 pub struct Brokers {
     clients: Mutex<HashMap<String, (Vec<String>, TenantClient)>>,
+    /// The gateway's controller credential, which it presents to brokers serving every
+    /// tenant (SASL/PLAIN as `skein-gateway`, the tenant as the authorization id).
+    credential: Option<String>,
 }
 
 impl Brokers {
+    /// Clients presenting `credential` to brokers that serve every tenant.
+    pub fn new(credential: Option<String>) -> Self {
+        Self {
+            clients: Mutex::default(),
+            credential,
+        }
+    }
+
     /// The client for `tenant`, connecting when there is none for its current brokers.
     pub async fn tenant(&self, view: &View, tenant: &str) -> Result<TenantClient, GatewayError> {
-        let brokers = view
+        let (brokers, shared) = view
             .tenant(tenant)
-            .map(|t| t.brokers.clone())
+            .map(|t| (t.brokers.clone(), t.shared))
             .unwrap_or_default();
         if brokers.is_empty() {
             return Err(GatewayError::Unavailable(format!(
@@ -44,6 +55,20 @@ impl Brokers {
         // other tenant; two callers racing here both connect and the later one is kept.
         let mut config = ClientConfig::new(brokers.clone());
         config.client_id = "skein-gateway".to_owned();
+        if shared {
+            let credential = self.credential.clone().ok_or_else(|| {
+                GatewayError::Unavailable(
+                    "the brokers serve every tenant, and this gateway has no controller \
+                     credential to log in to them with"
+                        .to_owned(),
+                )
+            })?;
+            config.sasl_plain = Some(skein_client::SaslPlain {
+                authorization_id: tenant.to_owned(),
+                username: skein_proto::GATEWAY_SASL_USER.to_owned(),
+                password: credential,
+            });
+        }
         let client = Client::connect(config).await?;
         let tenant_client = TenantClient {
             producer: Arc::new(Producer::new(client.clone(), ProducerConfig::default())),

@@ -17,6 +17,9 @@ use tokio::sync::watch;
 pub struct TenantView {
     /// `host:port` of the brokers serving the tenant's Kafka listener.
     pub brokers: Vec<String>,
+    /// Whether those brokers serve every tenant: the gateway then logs in to their
+    /// inter-broker listener with its controller credential, acting for this tenant.
+    pub shared: bool,
     /// Topic name → partition count.
     pub topics: BTreeMap<String, TopicSummary>,
     pub acls: Vec<AclBinding>,
@@ -46,13 +49,17 @@ impl View {
     /// The view a snapshot describes.
     pub fn from_snapshot(snapshot: &pb::MetadataSnapshot) -> Self {
         let mut tenants: HashMap<String, TenantView> = HashMap::new();
+        // Brokers serving every tenant (a cluster has those or brokers of one tenant each).
+        let mut shared = Vec::new();
         for broker in &snapshot.brokers {
-            if let Some(tenant) = &broker.tenant {
-                tenants
+            let address = format!("{}:{}", broker.host, broker.port);
+            match &broker.tenant {
+                Some(tenant) => tenants
                     .entry(tenant.clone())
                     .or_default()
                     .brokers
-                    .push(format!("{}:{}", broker.host, broker.port));
+                    .push(address),
+                None => shared.push(address),
             }
         }
         // The cluster's internal topics (`__consumer_offsets`) are no tenant's to read,
@@ -88,7 +95,21 @@ impl View {
                 .quotas
                 .insert(quota.principal.clone(), quota.clone());
         }
+        // Every tenant the snapshot names is served by the brokers of every tenant.
+        for tenant in snapshot
+            .topics
+            .iter()
+            .map(|t| &t.tenant)
+            .chain(snapshot.acls.iter().map(|a| &a.tenant))
+            .chain(snapshot.quotas.iter().map(|q| &q.tenant))
+        {
+            tenants.entry(tenant.clone()).or_default();
+        }
         for tenant in tenants.values_mut() {
+            if tenant.brokers.is_empty() && !shared.is_empty() {
+                tenant.brokers.clone_from(&shared);
+                tenant.shared = true;
+            }
             tenant.brokers.sort();
         }
         Self {
@@ -157,5 +178,52 @@ impl ClusterView {
     pub async fn changed(&self, timeout: Duration) {
         let mut current = self.current.clone();
         let _ = tokio::time::timeout(timeout, current.changed()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker(node_id: i32, tenant: Option<&str>) -> pb::BrokerEndpoint {
+        pb::BrokerEndpoint {
+            node_id,
+            host: format!("10.0.0.{node_id}"),
+            port: 9093,
+            tenant: tenant.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
+    fn topic(tenant: &str, name: &str) -> pb::Topic {
+        pb::Topic {
+            tenant: tenant.to_owned(),
+            name: name.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn brokers_of_every_tenant_serve_each_tenant_through_a_login() {
+        let shared = View::from_snapshot(&pb::MetadataSnapshot {
+            brokers: vec![broker(2, None), broker(1, None)],
+            topics: vec![topic("acme", "orders"), topic("globex", "orders")],
+            ..Default::default()
+        });
+        for tenant in ["acme", "globex"] {
+            let view = shared.tenant(tenant).unwrap();
+            assert!(view.shared);
+            assert_eq!(view.brokers, ["10.0.0.1:9093", "10.0.0.2:9093"]);
+            assert!(view.topics.contains_key("orders"));
+        }
+        let own = View::from_snapshot(&pb::MetadataSnapshot {
+            brokers: vec![broker(1, Some("acme"))],
+            topics: vec![topic("acme", "orders"), topic("globex", "orders")],
+            ..Default::default()
+        });
+        let acme = own.tenant("acme").unwrap();
+        assert!(!acme.shared);
+        assert_eq!(acme.brokers, ["10.0.0.1:9093"]);
+        assert!(own.tenant("globex").unwrap().brokers.is_empty());
     }
 }

@@ -90,7 +90,12 @@ impl Gateway {
         Arc::new(Self {
             view,
             auth,
-            brokers: Brokers::default(),
+            brokers: Brokers::new(
+                controller
+                    .as_ref()
+                    .and_then(|c| c.credential().token())
+                    .map(str::to_owned),
+            ),
             quotas: Quotas::default(),
             http,
             controller,

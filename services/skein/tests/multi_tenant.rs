@@ -184,6 +184,69 @@ fn two_tenants_on_one_listener_each_see_only_their_own() {
     assert_eq!(ok(acme, &["watermark", "orders"])["high"], 1);
     assert_eq!(ok(globex, &["watermark", "orders"])["high"], 2);
 
+    // The gateway in front of the same broker: it logs in for each tenant with its own
+    // controller credential, and each tenant's API key reaches its own `orders` over REST.
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "g".repeat(48)).unwrap();
+    let (gateway, rest, _grpc) = gateway(
+        &controller,
+        &[
+            "--jwt-hs256-secret-file",
+            &secret.path().display().to_string(),
+        ],
+    );
+    let basic = |who: &(String, String)| {
+        use base64::Engine;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", who.0, who.1))
+        )
+    };
+    let rest_call = |who: &(String, String), method: &str, path: &str, body: &str| {
+        common::request(&rest, method, path, &[("Authorization", &basic(who))], body)
+    };
+    let written = wait_for(|| {
+        let answer = rest_call(
+            acme,
+            "POST",
+            "/v1/topics/orders/records",
+            r#"{"records":[{"value":"from acme over REST"}]}"#,
+        );
+        (answer.status == 200).then_some(answer)
+    });
+    assert_eq!(
+        written.json()["results"][0]["offset"],
+        1,
+        "{}",
+        written.body
+    );
+    assert_eq!(ok(acme, &["watermark", "orders"])["high"], 2);
+    assert_eq!(ok(globex, &["watermark", "orders"])["high"], 2);
+    for (who, expected) in [(acme, 2), (globex, 2)] {
+        let read = rest_call(
+            who,
+            "GET",
+            "/v1/topics/orders/partitions/0/records?offset=0&max_records=10",
+            "",
+        );
+        assert_eq!(read.status, 200, "{}", read.body);
+        let records = read.json()["records"].as_array().unwrap().len();
+        assert_eq!(records, expected, "{}", read.body);
+    }
+    let acme_read = rest_call(
+        acme,
+        "GET",
+        "/v1/topics/orders/partitions/0/records?offset=1&max_records=1",
+        "",
+    );
+    assert_eq!(
+        acme_read.json()["records"][0]["value"],
+        "from acme over REST",
+        "{}",
+        acme_read.body
+    );
+    gateway.stop();
+
     // A name that looks like the other tenant's is a topic of one's own, and unknown.
     assert_eq!(
         call(acme, &["describe-configs", "globex.orders"])["result"],

@@ -134,7 +134,7 @@ impl Api for SaslAuthenticate {
                         let who = Authenticated {
                             principal: skein_auth::Principal::user(user),
                             tenant: Some(tenant.to_owned()),
-                            cluster: false,
+                            trusted: false,
                             key_id: session_id,
                             verified_at: std::time::Instant::now(),
                             expires_at: None,
