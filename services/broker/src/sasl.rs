@@ -450,29 +450,13 @@ impl KeyChecker {
             }
         }
         let controller = controller.ok_or(SaslError::NoController)?;
-        let attempt = format!(
-            "{}:{}",
-            credentials.key_id,
-            digest[..8]
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        );
-        if !self.asked.may_ask(&attempt) {
-            return Err(SaslError::Rationed);
-        }
-        let (tenant, principal) = controller
-            .authenticate_api_key(credentials.key_id, credentials.secret)
-            .await
-            .map_err(|e| {
-                if e.code == tonic::Code::Unauthenticated {
-                    self.asked.missed(attempt.clone());
-                    SaslError::BadCredentials
-                } else {
-                    tracing::warn!(error = %e, "API key check failed");
-                    SaslError::Unavailable
-                }
-            })?;
+        let (tenant, principal) = self
+            .ask(
+                attempt(credentials.key_id, &digest),
+                "API key",
+                controller.authenticate_api_key(credentials.key_id, credentials.secret),
+            )
+            .await?;
         let mut verified = self.verified.lock();
         if verified.len() >= MAX_REMEMBERED_KEYS {
             verified.clear();
@@ -492,7 +476,37 @@ impl KeyChecker {
     }
 }
 
+/// How a credential check is known to the ration: `who` and the first bytes of the
+/// secret's digest (a refused pair is not asked about again for a moment).
+fn attempt(who: &str, digest: &[u8; 32]) -> String {
+    let prefix: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{who}:{prefix}")
+}
+
 impl KeyChecker {
+    /// Asks the controller `question` about a credential (`attempt`, [`attempt`]) under the
+    /// ration every question takes: a refusal is remembered for a moment and answered as
+    /// bad credentials, any other failure as the controller being unavailable.
+    async fn ask<T>(
+        &self,
+        attempt: String,
+        what: &str,
+        question: impl std::future::Future<Output = Result<T, crate::controller_link::ControllerError>>,
+    ) -> Result<T, SaslError> {
+        if !self.asked.may_ask(&attempt) {
+            return Err(SaslError::Rationed);
+        }
+        question.await.map_err(|e| {
+            if e.code == tonic::Code::Unauthenticated {
+                self.asked.missed(attempt);
+                SaslError::BadCredentials
+            } else {
+                tracing::warn!(error = %e, "{what} check failed");
+                SaslError::Unavailable
+            }
+        })
+    }
+
     /// Another broker, or a gateway acting for a tenant, by the controller credential it
     /// presented: asked of the controller under the ration other questions take, and
     /// remembered (by the credential's digest) for [`VERIFIED_FOR`] or until it expires. A
@@ -515,28 +529,13 @@ impl KeyChecker {
             Some(peer) => peer,
             None => {
                 let controller = controller.ok_or(SaslError::NoController)?;
-                let attempt = format!(
-                    "peer:{}",
-                    digest[..8]
-                        .iter()
-                        .map(|b| format!("{b:02x}"))
-                        .collect::<String>()
-                );
-                if !self.asked.may_ask(&attempt) {
-                    return Err(SaslError::Rationed);
-                }
-                let peer = controller
-                    .authenticate_peer(credentials.secret)
-                    .await
-                    .map_err(|e| {
-                        if e.code == tonic::Code::Unauthenticated {
-                            self.asked.missed(attempt.clone());
-                            SaslError::BadCredentials
-                        } else {
-                            tracing::warn!(error = %e, "peer credential check failed");
-                            SaslError::Unavailable
-                        }
-                    })?;
+                let peer = self
+                    .ask(
+                        attempt("peer", &digest),
+                        "peer credential",
+                        controller.authenticate_peer(credentials.secret),
+                    )
+                    .await?;
                 let mut peers = self.peers.lock();
                 if peers.len() >= MAX_REMEMBERED_KEYS {
                     peers.clear();
