@@ -511,6 +511,22 @@ impl TopicRegistry {
             .collect()
     }
 
+    /// The kept name of the topic with id `id`, without copying any topic: among the
+    /// topics a client of `scope` may see, or with `None` among every topic (the internal
+    /// ones too, for other brokers' replica fetches).
+    pub fn name_of_id(&self, id: Uuid, scope: Option<&Scope>) -> Option<String> {
+        self.topics
+            .read()
+            .values()
+            .find(|t| {
+                t.id == id
+                    && scope.is_none_or(|scope| {
+                        !self.is_internal(&t.name) && scope.strip(&t.name).is_some()
+                    })
+            })
+            .map(|t| t.name.clone())
+    }
+
     /// The brokers a client of `scope` is told of: those serving its tenant (one serving
     /// every tenant, or that tenant alone).
     pub fn brokers_for(&self, scope: &Scope) -> Vec<BrokerEndpoint> {

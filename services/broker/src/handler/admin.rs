@@ -264,10 +264,8 @@ pub(crate) async fn delete_topics(
                 Some(n) => Some(n.0.as_str().to_owned()),
                 None => broker
                     .topics
-                    .list_in(scope)
-                    .into_iter()
-                    .find(|i| i.id == t.topic_id)
-                    .and_then(|i| scope.strip(&i.name).map(str::to_owned)),
+                    .name_of_id(t.topic_id, Some(scope))
+                    .and_then(|name| scope.strip(&name).map(str::to_owned)),
             })
             .collect()
     } else {

@@ -48,15 +48,12 @@ pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchRespo
     // the internal topics too.
     let name_of = |name: &TopicName, id: &Uuid| -> String {
         if version >= 13 {
-            let topics = match follower {
-                Some(_) => broker.topics.list_all(),
-                None => broker.topics.list_in(scope),
+            let among = if follower.is_some() {
+                None
+            } else {
+                Some(scope)
             };
-            topics
-                .into_iter()
-                .find(|t| t.id == *id)
-                .map(|t| t.name)
-                .unwrap_or_default()
+            broker.topics.name_of_id(*id, among).unwrap_or_default()
         } else {
             scope.qualify(name.0.as_str()).into_owned()
         }
