@@ -23,13 +23,17 @@ use common::processes::*;
 
 const PARTITIONS: u32 = 3;
 
-fn broker(controller: &str, dir: &std::path::Path, node: i32) -> (Process, String) {
-    tenant_broker_with(
+/// A broker of the cluster on `listen`; a restarted one takes its old address back, as a
+/// StatefulSet's pod does, so the group's members find their coordinator where they last
+/// saw it.
+fn broker(controller: &str, dir: &std::path::Path, node: i32, listen: &str) -> (Process, String) {
+    tenant_broker_at(
         controller,
         dir,
         "acme",
         node,
         &[("SKEIN_BROKER_REPLICA_LAG_TIME_MAX_MS", "3000")],
+        listen,
     )
 }
 
@@ -86,7 +90,14 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
     assert_eq!(created.0, 201);
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut brokers: Vec<Option<(Process, String)>> = (1..=3)
-        .map(|node| Some(broker(&controller, dirs[node - 1].path(), node as i32)))
+        .map(|node| {
+            Some(broker(
+                &controller,
+                dirs[node - 1].path(),
+                node as i32,
+                "127.0.0.1:0",
+            ))
+        })
         .collect();
     let all = cluster::addresses(&brokers);
     cluster::create_topic(&python, &all, "events", PARTITIONS, 3, &[]);
@@ -140,12 +151,17 @@ fn a_group_keeps_consuming_across_coordinator_failovers_and_loses_no_commit() {
         });
         // Commits keep coming through the coordinator before it dies.
         std::thread::sleep(Duration::from_secs(3));
-        let (process, _) = brokers[victim - 1].take().unwrap();
+        let (process, address) = brokers[victim - 1].take().unwrap();
         process.kill();
         victims.push((victim, unix_now()));
         // Another broker takes the group over.
         wait_for(|| coordinator(&python, &cluster::addresses(&brokers)).filter(|c| *c != victim));
-        brokers[victim - 1] = Some(broker(&controller, dirs[victim - 1].path(), victim as i32));
+        brokers[victim - 1] = Some(broker(
+            &controller,
+            dirs[victim - 1].path(),
+            victim as i32,
+            &address,
+        ));
     }
     std::thread::sleep(Duration::from_secs(3));
     std::fs::write(&stop, b"").unwrap();

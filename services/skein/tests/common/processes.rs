@@ -227,6 +227,19 @@ pub fn tenant_broker_with(
     node_id: i32,
     env: &[(&str, &str)],
 ) -> (Process, String) {
+    tenant_broker_at(controller, data, tenant, node_id, env, "127.0.0.1:0")
+}
+
+/// A tenant's broker listening on `listen` (a restarted broker taking its old address back,
+/// as a StatefulSet's pod keeps its name).
+pub fn tenant_broker_at(
+    controller: &str,
+    data: &std::path::Path,
+    tenant: &str,
+    node_id: i32,
+    env: &[(&str, &str)],
+    listen: &str,
+) -> (Process, String) {
     let process = Process::start(
         Command::new(SKEIN)
             .args(["broker", "--control-plane", controller, "--tenant", tenant])
@@ -236,12 +249,7 @@ pub fn tenant_broker_with(
                 "SKEIN_CONTROLLER_TOKEN_FILE",
                 controller_token_file("broker", &[tenant]),
             )
-            .args([
-                "--kafka-listen",
-                "127.0.0.1:0",
-                "--heartbeat-interval-secs",
-                "1",
-            ])
+            .args(["--kafka-listen", listen, "--heartbeat-interval-secs", "1"])
             .arg("--data-dir")
             .arg(data),
     );
