@@ -30,6 +30,9 @@ pub struct ClientConfig {
     /// version handshake (`sasl.mechanism=PLAIN` on SASL_PLAINTEXT); `None`, no
     /// authentication.
     pub sasl_plain: Option<SaslPlain>,
+    /// TLS on every connection (`security.protocol=SSL`, or `SASL_SSL` with
+    /// [`sasl_plain`](Self::sasl_plain)); `None`, plain TCP.
+    pub tls: Option<crate::ClientTls>,
 }
 
 /// SASL/PLAIN credentials (RFC 4616).
@@ -64,6 +67,7 @@ impl ClientConfig {
             retry_backoff: Duration::from_millis(100),
             allow_auto_topic_creation: false,
             sasl_plain: None,
+            tls: None,
         }
     }
 }

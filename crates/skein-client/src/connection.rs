@@ -1,4 +1,5 @@
-//! [`Connection`]: one TCP connection to one broker.
+//! [`Connection`]: one TCP connection to one broker, optionally in TLS
+//! ([`ClientConfig::tls`]) and authenticated with SASL/PLAIN ([`ClientConfig::sasl_plain`]).
 //!
 //! Requests are written through a shared writer half and may be in flight together; a
 //! reader task routes each response to its waiting caller by correlation id. The API
@@ -22,7 +23,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -32,6 +33,11 @@ use crate::error::{BoxError, ClientError, Result};
 use crate::versions::{client_range, NegotiatedVersions};
 use crate::ClientConfig;
 
+/// The reading half of a connection's stream, TCP or TLS.
+type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+/// The writing half of a connection's stream, TCP or TLS.
+type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
+
 /// Responses waiting for their requests' callers.
 #[derive(Debug, Default)]
 struct Pending {
@@ -39,17 +45,27 @@ struct Pending {
     closed: bool,
 }
 
-/// One TCP connection to one broker, with negotiated API versions.
-#[derive(Debug)]
+/// One TCP connection to one broker, TLS or not, with negotiated API versions.
 pub struct Connection {
     addr: String,
     client_id: StrBytes,
     request_timeout: Duration,
     versions: OnceLock<NegotiatedVersions>,
     next_correlation_id: AtomicI32,
-    writer: tokio::sync::Mutex<FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>>,
+    writer: tokio::sync::Mutex<FramedWrite<WriteHalf, LengthDelimitedCodec>>,
     pending: Arc<Mutex<Pending>>,
     reader: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("addr", &self.addr)
+            .field("client_id", &self.client_id)
+            .field("request_timeout", &self.request_timeout)
+            .field("versions", &self.versions)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for Connection {
@@ -90,7 +106,27 @@ impl Connection {
             .map_err(|_| timeout("connect"))?
             .map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
-        let (read, write) = stream.into_split();
+        let (read, write): (ReadHalf, WriteHalf) = match &config.tls {
+            None => {
+                let (read, write) = stream.into_split();
+                (Box::new(read), Box::new(write))
+            }
+            Some(tls) => {
+                let name =
+                    crate::tls::server_name(addr).ok_or_else(|| ClientError::InvalidArgument {
+                        reason: format!("{addr} names no host a certificate can be checked for"),
+                    })?;
+                let stream = tokio::time::timeout(
+                    config.connect_timeout,
+                    tls.connector().connect(name, stream),
+                )
+                .await
+                .map_err(|_| timeout("TLS handshake"))?
+                .map_err(io)?;
+                let (read, write) = tokio::io::split(stream);
+                (Box::new(read), Box::new(write))
+            }
+        };
         let codec = || {
             LengthDelimitedCodec::builder()
                 .length_field_length(4)
@@ -358,7 +394,7 @@ fn api_key<R: Request>() -> Result<ApiKey> {
 /// Routes responses to their callers until the connection closes, then fails every caller
 /// still waiting.
 async fn read_responses(
-    mut frames: FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+    mut frames: FramedRead<ReadHalf, LengthDelimitedCodec>,
     pending: Arc<Mutex<Pending>>,
     addr: String,
 ) {

@@ -3,7 +3,8 @@
 //!
 //! Organization, from the wire up:
 //! - [`Connection`] (`connection.rs`): one TCP connection to one broker, with API versions
-//!   negotiated at connect and several requests in flight, matched by correlation id;
+//!   negotiated at connect and several requests in flight, matched by correlation id; in
+//!   TLS with [`ClientTls`] (`tls.rs`) and SASL/PLAIN when the config asks for them;
 //! - [`Client`] (`cluster.rs`): bootstrap, the [`ClusterMetadata`] cache (`metadata.rs`) and
 //!   a connection pool keyed by node id; clones share both;
 //! - [`Producer`] (`produce.rs`): records to partitions (explicit, by key with Kafka's
@@ -49,6 +50,7 @@ mod metadata;
 mod partitioner;
 mod produce;
 mod record;
+mod tls;
 mod versions;
 
 pub use admin::{ConfigEntry, ListedOffset, NewTopic, OffsetSpec};
@@ -64,6 +66,7 @@ pub use metadata::{BrokerAddress, ClusterMetadata, PartitionMetadata, TopicMetad
 pub use partitioner::{murmur2, partition_for_key, Partitioner};
 pub use produce::{Acks, ProducedBatch, Producer, ProducerConfig};
 pub use record::{ConsumerRecord, ProduceRecord, RecordHeader};
+pub use tls::{ClientTls, TlsConfigError};
 
 /// The records of a fetched record set (a Fetch response's `records` for one partition) from
 /// `from_offset` on, as [`Client`] reads them: CRCs checked, control batches left out, a

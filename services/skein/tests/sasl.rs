@@ -19,6 +19,7 @@ use std::time::Duration;
 use common::admin::*;
 use common::issuer::{serve_jwks, test_key};
 use common::processes::*;
+use common::tls::*;
 
 /// An API key for a new principal of `tenant`, which may do anything with its topics and
 /// groups: (id, secret).
@@ -334,86 +335,52 @@ fn skein_dev_serves_sasl_plain_with_the_api_key_it_prints() {
     assert!(String::from_utf8_lossy(&listed.stdout).contains("dev-sasl"));
 }
 
-/// Runs `openssl` in `dir`.
-fn openssl(dir: &std::path::Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// An EC P-256 key: openssl's `-newkey` arguments.
-const EC_KEY: [&str; 5] = [
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-];
-
-/// A key and a certificate for `subject`, signed by the authority `<authority>-ca` in `dir`
-/// with the openssl extension line `extension`, as `<name>.pem` and `<name>.key`.
-fn signed(dir: &std::path::Path, authority: &str, name: &str, subject: &str, extension: &str) {
-    let (cert, key, csr) = (
-        format!("{name}.pem"),
-        format!("{name}.key"),
-        format!("{name}.csr"),
-    );
-    let request = ["req", "-keyout", &key, "-out", &csr, "-subj", subject];
-    openssl(dir, &[&request[..1], &EC_KEY[..], &request[1..]].concat());
-    let extfile = format!("{name}.ext");
-    std::fs::write(dir.join(&extfile), format!("{extension}\n")).unwrap();
-    let (ca, ca_key) = (format!("{authority}-ca.pem"), format!("{authority}-ca.key"));
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-out",
-            &cert,
-            "-days",
-            "2",
-            "-extfile",
-            &extfile,
-        ],
-    );
-}
-
-/// A certificate authority and a server certificate for 127.0.0.1 it signed, as PEM files
-/// in `dir` named `<name>-ca.pem`, `<name>.pem` and `<name>.key`.
-fn certificates(dir: &std::path::Path, name: &str) {
-    let (ca, ca_key, subject) = (
-        format!("{name}-ca.pem"),
-        format!("{name}-ca.key"),
-        format!("/CN={name}-ca"),
-    );
-    let authority = [
-        "-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", &subject,
-    ];
-    openssl(
-        dir,
-        &[&["req", "-x509"][..], &EC_KEY[..], &authority[..]].concat(),
-    );
-    signed(
-        dir,
-        name,
-        name,
-        "/CN=127.0.0.1",
-        "subjectAltName=IP:127.0.0.1",
-    );
+/// Connects `skein-client` to the SASL_SSL listener `bootstrap` trusting the authority in
+/// `ca`, writes one record to `orders` and reads the partition back: the values read, or why
+/// it failed.
+fn skein_client_roundtrip(
+    bootstrap: &str,
+    ca: &std::path::Path,
+    key: &str,
+    secret: &str,
+) -> Result<Vec<String>, String> {
+    use skein_client::{Client, ClientConfig, ClientTls, FetchOptions, ProduceRecord, Producer};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut config = ClientConfig::new([bootstrap]);
+        config.tls = Some(ClientTls::with_ca_file(ca).map_err(|e| e.to_string())?);
+        config.sasl_plain = Some(skein_client::SaslPlain {
+            authorization_id: String::new(),
+            username: key.to_owned(),
+            password: secret.to_owned(),
+        });
+        config.retries = 0;
+        let client = Client::connect(config).await.map_err(|e| {
+            // The error and its causes, as a log would show them.
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(next) = cause {
+                text = format!("{text}: {next}");
+                cause = next.source();
+            }
+            text
+        })?;
+        Producer::new(client.clone(), Default::default())
+            .send("orders", [ProduceRecord::new("over-tls")])
+            .await
+            .map_err(|e| e.to_string())?;
+        let fetched = client
+            .fetch("orders", 0, 0, &FetchOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(fetched
+            .records
+            .iter()
+            .filter_map(|r| r.value.as_ref())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .filter(|v| v == "over-tls")
+            .collect())
+    })
 }
 
 #[test]
@@ -473,6 +440,16 @@ fn tls_listeners_serve_sasl_ssl_and_take_a_renewed_certificate() {
     // A client that does not speak TLS gets nowhere.
     let plain = sasl_script(&python, &tls, &["plaintext"]);
     assert_ne!(plain["error"], "none", "{plain}");
+    // Skein's own client, which the gateway and the replica fetchers use, writes and reads
+    // over SASL_SSL; trusting another authority, it does not connect.
+    let read_back = skein_client_roundtrip(&tls, &first_ca, &key, &secret).unwrap();
+    assert_eq!(read_back, vec!["over-tls".to_owned()]);
+    let strangers = certs.path().join("second-ca.pem");
+    let refused = skein_client_roundtrip(&tls, &strangers, &key, &secret).unwrap_err();
+    assert!(
+        refused.contains("certificate") || refused.contains("Certificate"),
+        "{refused}"
+    );
 
     let over_tls = |ca: &std::path::Path| {
         let settings = [

@@ -8,6 +8,7 @@ pub mod grpc;
 pub mod issuer;
 pub mod kafka;
 pub mod processes;
+pub mod tls;
 
 /// One HTTP/1.1 request; returns the status and the body.
 pub fn http(
