@@ -4,6 +4,14 @@ use std::path::PathBuf;
 
 use skein_log::LogConfig;
 
+/// TLS between brokers: the certificate the inter-broker listener serves, and the
+/// authorities a replica fetcher trusts when it connects to another broker's.
+#[derive(Clone, Debug)]
+pub struct InterBrokerTls {
+    pub serve: std::sync::Arc<crate::tls::TlsFiles>,
+    pub trust: skein_client::ClientTls,
+}
+
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
     pub node_id: i32,
@@ -15,10 +23,12 @@ pub struct BrokerConfig {
     /// The name of the listener at `advertised_host:advertised_port`, the one brokers
     /// replicate over (Kafka's `inter.broker.listener.name`).
     pub inter_broker_listener_name: String,
-    /// The inter-broker listener's security protocol: PLAINTEXT, or SASL_PLAINTEXT, where
-    /// brokers present their controller credentials to each other (required of a broker
-    /// serving every tenant).
+    /// The inter-broker listener's security protocol: PLAINTEXT, or SASL_PLAINTEXT or
+    /// SASL_SSL, where brokers present their controller credentials to each other (required
+    /// of a broker serving every tenant).
     pub inter_broker_protocol: crate::listeners::SecurityProtocol,
+    /// TLS on a SASL_SSL inter-broker listener.
+    pub inter_broker_tls: Option<InterBrokerTls>,
     /// Every listener's advertised address, as `NAME://host:port,...` (Kafka's
     /// `advertised.listeners`); registered with the controller so that each broker tells a
     /// client the other brokers' addresses on the listener the client uses. Empty: the
@@ -90,6 +100,7 @@ impl BrokerConfig {
             advertised_port: 9092,
             inter_broker_listener_name: "PLAINTEXT".to_owned(),
             inter_broker_protocol: crate::listeners::SecurityProtocol::Plaintext,
+            inter_broker_tls: None,
             advertised_listeners: String::new(),
             data_dir: data_dir.into(),
             max_request_bytes: 100 * 1024 * 1024,

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use skein_log::topic_config;
 use skein_log::LogManager;
 
-pub use config::{BrokerConfig, OAuthBearer};
+pub use config::{BrokerConfig, InterBrokerTls, OAuthBearer};
 
 /// Broker-wide topic defaults from settings under Kafka's names (`retention.ms`, ...),
 /// checked as topic configs are.

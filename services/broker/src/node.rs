@@ -168,7 +168,11 @@ impl Node {
             protocol: broker.config.inter_broker_protocol,
             advertised_host: broker.config.advertised_host.clone(),
             advertised_port: broker.config.advertised_port,
-            tls: None,
+            tls: broker
+                .config
+                .inter_broker_tls
+                .as_ref()
+                .map(|tls| Arc::clone(&tls.serve)),
         };
         let server = spawn_server(&broker, listener, info, &stop_serving);
         Ok(Self {

@@ -96,6 +96,13 @@ async fn follow(broker: Arc<Broker>, leader: i32, address: String) {
                 password: token.to_owned(),
             });
     }
+    // Over SASL_SSL the leader's certificate is checked against the inter-broker authorities
+    // and the address the leader registered.
+    config.tls = broker
+        .config
+        .inter_broker_tls
+        .as_ref()
+        .map(|tls| tls.trust.clone());
     loop {
         let connection = match Connection::connect(&address, &config).await {
             Ok(connection) => connection,

@@ -72,8 +72,8 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         anyhow::ensure!(
             config.inter_broker_protocol.requires_sasl(),
             "the inter-broker listener {} is {}: a broker serving every tenant (no --tenant) \
-             needs SASL_PLAINTEXT there, where brokers present their controller credentials \
-             (--inter-broker-listener-name)",
+             needs SASL_PLAINTEXT or SASL_SSL there, where brokers present their controller \
+             credentials (--inter-broker-listener-name)",
             config.inter_broker_listener_name,
             config.inter_broker_protocol
         );
@@ -118,9 +118,12 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         Some(tenant) => format!("tenant {tenant:?}"),
         None => "every tenant".to_owned(),
     };
+    let config = &node.broker().config;
     println!(
-        "skein broker: node {} serving {serving} on {address}; controller {}{others}",
-        node.broker().config.node_id,
+        "skein broker: node {} serving {serving} on {address} ({}, {}); controller {}{others}",
+        config.node_id,
+        config.inter_broker_listener_name,
+        config.inter_broker_protocol,
         args.control_plane.join(",")
     );
     // A broker `skein dev --brokers N` started stops, cleanly, when that process is gone.

@@ -9,7 +9,7 @@ use anyhow::Context;
 use skein_broker::controller_link::BrokerIdentity;
 use skein_broker::listeners::{self, ListenerInfo, SecurityProtocol};
 use skein_broker::tls::TlsFiles;
-use skein_broker::{BrokerConfig, NodeSettings};
+use skein_broker::{BrokerConfig, InterBrokerTls, NodeSettings};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -62,8 +62,10 @@ pub(crate) struct ListenerArgs {
     /// none, requested or required; a certificate's subject names the client's principal
     #[arg(long, env = "SKEIN_SSL_CLIENT_AUTH", default_value = "none")]
     pub(crate) ssl_client_auth: ClientAuthMode,
-    /// PEM file with the authorities client certificates must be signed by (Kafka's
-    /// `ssl.truststore.location`, PEM); read again when it changes
+    /// PEM file with the authorities the broker trusts (Kafka's `ssl.truststore.location`,
+    /// PEM): those client certificates must be signed by, read again when it changes; and,
+    /// on a SASL_SSL inter-broker listener, those of the other brokers' certificates, read
+    /// at start
     #[arg(long, env = "SKEIN_SSL_TRUSTSTORE_LOCATION")]
     pub(crate) ssl_truststore_location: Option<PathBuf>,
     /// How a client certificate's subject becomes a principal name (Kafka's
@@ -178,9 +180,12 @@ impl ListenerArgs {
         anyhow::ensure!(
             matches!(
                 inter_broker_protocol,
-                SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext
+                SecurityProtocol::Plaintext
+                    | SecurityProtocol::SaslPlaintext
+                    | SecurityProtocol::SaslSsl
             ),
-            "the inter-broker listener {} is {}: brokers replicate over PLAINTEXT or SASL_PLAINTEXT",
+            "the inter-broker listener {} is {}: brokers replicate over PLAINTEXT, \
+             SASL_PLAINTEXT or SASL_SSL",
             specs[inter_broker].name,
             inter_broker_protocol
         );
@@ -212,6 +217,15 @@ impl ListenerArgs {
                 spec.name,
                 spec.protocol
             );
+        }
+        if inter_broker_protocol.uses_tls() {
+            let truststore = self.ssl_truststore_location.as_ref().context(
+                "a SASL_SSL inter-broker listener needs --ssl-truststore-location, the \
+                 authorities other brokers' certificates are signed by",
+            )?;
+            let trust = skein_client::ClientTls::with_ca_file(truststore)
+                .context("--ssl-truststore-location does not load")?;
+            config.inter_broker_tls = tls.clone().map(|serve| InterBrokerTls { serve, trust });
         }
         let mut main = None;
         let mut extra = Vec::new();

@@ -28,6 +28,17 @@ fn every_tenant_broker(
     node: i32,
     listeners: &str,
 ) -> Command {
+    every_tenant_broker_with(controller, data, node, listeners, "INTERNAL:SASL_PLAINTEXT")
+}
+
+/// [`every_tenant_broker`] with the listener security protocol map `map`.
+fn every_tenant_broker_with(
+    controller: &str,
+    data: &std::path::Path,
+    node: i32,
+    listeners: &str,
+    map: &str,
+) -> Command {
     let mut command = Command::new(SKEIN);
     command
         .args(["broker", "--control-plane", controller])
@@ -37,10 +48,7 @@ fn every_tenant_broker(
         )
         .env("SKEIN_BROKER_NODE_ID", node.to_string())
         .args(["--heartbeat-interval-secs", "1", "--listeners", listeners])
-        .args([
-            "--listener-security-protocol-map",
-            "INTERNAL:SASL_PLAINTEXT",
-        ])
+        .args(["--listener-security-protocol-map", map])
         .arg("--data-dir")
         .arg(data);
     if listeners.contains("INTERNAL://") {
@@ -290,7 +298,7 @@ fn a_broker_serving_every_tenant_refuses_listeners_without_authentication() {
         ),
         (
             "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "needs SASL_PLAINTEXT there",
+            "needs SASL_PLAINTEXT or SASL_SSL there",
         ),
     ] {
         let out = every_tenant_broker(&controller, data.path(), 1, listeners)
@@ -402,6 +410,117 @@ fn brokers_serving_every_tenant_authenticate_each_other() {
         1,
         "refused writers wrote nothing"
     );
+    for broker in brokers {
+        broker.stop();
+    }
+    cp.stop();
+}
+
+/// The bytes of partition `dir`'s log segments under a broker's data directory.
+fn log_bytes(data: &std::path::Path, dir: &str) -> u64 {
+    std::fs::read_dir(data.join("logs").join(dir))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Brokers serving every tenant replicate over a SASL_SSL inter-broker listener: each
+/// follower checks its leader's certificate against `--ssl-truststore-location`, then logs
+/// in with its controller credential, and copies the partition. A follower that trusts
+/// another authority copies nothing.
+#[test]
+fn brokers_serving_every_tenant_replicate_over_sasl_ssl() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("multi_tenant_tls").unwrap();
+    let (cp, admin_addr, controller) = control_plane(&url);
+    common::admin::admin(&admin_addr, "POST", "/v1/tenants", r#"{"name":"acme"}"#);
+    new_principal(&admin_addr, "acme", "app", TOPICS_AND_GROUPS);
+    let acme = issue_api_key(&admin_addr, "acme", "app");
+    let certs = tempfile::tempdir().unwrap();
+    common::tls::certificates(certs.path(), "cluster");
+    common::tls::certificates(certs.path(), "stranger");
+    let path = |name: &str| certs.path().join(name).to_str().unwrap().to_owned();
+    let broker = |node: i32, data: &std::path::Path, trusted: &str| {
+        let mut command =
+            every_tenant_broker_with(&controller, data, node, LISTENERS, "INTERNAL:SASL_SSL");
+        // A follower that cannot fetch leaves the ISR within seconds.
+        command.env("SKEIN_BROKER_REPLICA_LAG_TIME_MAX_MS", "3000");
+        command.args([
+            "--ssl-certificate-location",
+            &path("cluster.pem"),
+            "--ssl-key-location",
+            &path("cluster.key"),
+            "--ssl-truststore-location",
+            &path(trusted),
+        ]);
+        Process::start(&mut command)
+    };
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut brokers: Vec<Process> = (1..=2)
+        .map(|node| broker(node, dirs[node as usize - 1].path(), "cluster-ca.pem"))
+        .collect();
+    assert!(
+        brokers[0].first_line.contains("(INTERNAL, SASL_SSL)"),
+        "{}",
+        brokers[0].first_line
+    );
+    let sasl = field(&brokers[0].first_line, "(SASL_PLAINTEXT) on ");
+    let call = |who: &(String, String), args: &[&str]| sasl_acls(&python, &sasl, who, args);
+    wait_for(|| {
+        let created = call(&acme, &["create", "orders", "2"]);
+        (created["result"] == "ok" || created["result"] == "TOPIC_ALREADY_EXISTS").then_some(())
+    });
+    // The follower copies the partition over TLS: both replicas come into the ISR.
+    wait_for(|| {
+        let described = call(&acme, &["brokers", "orders"]);
+        (described["isr"]["0"] == serde_json::json!([1, 2])).then_some(())
+    });
+    assert_eq!(call(&acme, &["produce", "orders"])["result"], "ok");
+    wait_for(|| {
+        let sizes: Vec<u64> = dirs
+            .iter()
+            .map(|d| log_bytes(d.path(), "acme.orders-0"))
+            .collect();
+        (sizes[0] > 0 && sizes[0] == sizes[1]).then_some(())
+    });
+
+    // The follower comes back trusting another authority: the leader's certificate no
+    // longer passes, and what is written after that does not reach it.
+    let leader = call(&acme, &["brokers", "orders"])["leaders"]["0"]
+        .as_i64()
+        .unwrap() as usize;
+    let follower = 3 - leader;
+    let stopped = brokers.remove(follower - 1);
+    stopped.stop();
+    let restarted = broker(
+        follower as i32,
+        dirs[follower - 1].path(),
+        "stranger-ca.pem",
+    );
+    let before = log_bytes(dirs[follower - 1].path(), "acme.orders-0");
+    wait_for(|| {
+        let described = call(&acme, &["brokers", "orders"]);
+        (described["isr"]["0"] == serde_json::json!([leader])).then_some(())
+    });
+    for _ in 0..3 {
+        assert_eq!(call(&acme, &["produce-to", "orders", "0"])["result"], "ok");
+    }
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let leader_bytes = log_bytes(dirs[leader - 1].path(), "acme.orders-0");
+    assert!(leader_bytes > before, "{leader_bytes} vs {before}");
+    assert_eq!(
+        log_bytes(dirs[follower - 1].path(), "acme.orders-0"),
+        before,
+        "a follower that does not trust the leader's certificate copied from it"
+    );
+    restarted.stop();
     for broker in brokers {
         broker.stop();
     }
