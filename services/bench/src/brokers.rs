@@ -138,6 +138,13 @@ impl ChildBroker {
         Ok((broker, bootstrap))
     }
 
+    /// The CPU time (user and system, every thread) the broker process has used so far,
+    /// from `/proc/<pid>/stat`; `None` where there is no such file.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        cpu_time_of(&stat)
+    }
+
     /// `skein dev` serving its PLAINTEXT listener on `port`, with `extra` arguments.
     fn skein_on(binary: &Path, dir: &Path, port: u16, extra: &[&str]) -> anyhow::Result<Self> {
         let mut command = Command::new(binary);
@@ -220,6 +227,18 @@ impl ChildBroker {
         }
         Ok(this)
     }
+}
+
+/// utime + stime of a `/proc/<pid>/stat` line, in Linux's fixed user-visible clock ticks
+/// (`USER_HZ`, 100 per second). The fields are counted after the command name, which is in
+/// parentheses and may hold spaces.
+fn cpu_time_of(stat: &str) -> Option<Duration> {
+    const USER_HZ: u64 = 100;
+    let (_, after_name) = stat.rsplit_once(") ")?;
+    let mut fields = after_name.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((user + system) * 1000 / USER_HZ))
 }
 
 impl BrokerUnderTest for ChildBroker {
@@ -420,5 +439,12 @@ running retention and compaction every 30s; press Ctrl-C to stop";
         let mut none = PrintedGateway::default();
         assert!(none.read("running retention and compaction every 30s; press Ctrl-C to stop"));
         assert!(none.access().is_none());
+    }
+
+    #[test]
+    fn cpu_time_adds_user_and_system_ticks() {
+        let stat = "4242 (skein dev) S 1 4242 4242 0 -1 4194560 3120 0 0 0 250 75 0 0 20 0 9 0";
+        assert_eq!(cpu_time_of(stat), Some(Duration::from_millis(3250)));
+        assert_eq!(cpu_time_of("4242 (skein"), None);
     }
 }

@@ -8,6 +8,7 @@
 //! - `workload/` holds the librdkafka workloads (produce, consume, latency, group) and the
 //!   gateway's (`gateway.rs`);
 //! - `report.rs` prints the figures and their ratios;
+//! - `secured.rs` compares a SASL_SSL listener with a PLAINTEXT one on the same broker;
 //! - `cluster.rs` measures a three-broker cluster: replicated against unreplicated writes,
 //!   and failover time over repeated leader kills.
 
@@ -15,6 +16,7 @@ mod brokers;
 mod cluster;
 mod reference;
 mod report;
+mod secured;
 pub mod workload;
 
 use std::path::PathBuf;
@@ -24,8 +26,9 @@ use clap::Args;
 
 pub use brokers::{BrokerUnderTest, ChildBroker, SkeinBroker};
 pub use cluster::{measure_cluster, run_cluster, ClusterArgs, ClusterReport};
-pub use report::{
-    GatewayRow, Report, SecuredRow, GRPC_PRODUCE_TARGET, SASL_SSL_TARGET, SECURED_PRODUCERS,
+pub use report::{GatewayRow, Report, GRPC_PRODUCE_TARGET};
+pub use secured::{
+    Measured, SecuredRow, SecuredWorkload, SASL_SSL_TARGET, SECURED_PRODUCERS, SECURED_ROUNDS,
 };
 pub use workload::{
     GatewayAccess, GatewayApi, GatewayRun, GatewaySpec, GroupSpec, LatencySpec, ProduceSpec,
@@ -113,7 +116,7 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
         }
     };
     if let (Some(binary), true) = (&skein_binary, args.selects("SASL_SSL")) {
-        measure_secured(&mut report, binary, dir.path(), bytes)?;
+        report.secured(secured::measure_secured(binary, dir.path(), bytes)?);
     }
     let mut brokers = vec![skein];
     if let Some(tansu) = &args.tansu {
@@ -169,56 +172,6 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
         }
     }
     Ok(report)
-}
-
-/// 1 KiB records produced (acks=all) and consumed through a `skein dev`'s PLAINTEXT and
-/// SASL_SSL listeners in turn, each to a topic of its own.
-fn measure_secured(
-    report: &mut Report,
-    binary: &std::path::Path,
-    dir: &std::path::Path,
-    bytes: u64,
-) -> anyhow::Result<()> {
-    let dir = dir.join("secured");
-    let (broker, secured) = ChildBroker::skein_secured(binary, &dir)?;
-    let plain = broker.bootstrap();
-    let spec = ProduceSpec {
-        acks: -1,
-        record_bytes: 1024,
-        partitions: 4,
-        records: bytes / 1024,
-        replication: 1,
-    };
-    let mut runs = Vec::new();
-    for (label, bootstrap) in [("PLAINTEXT", &plain), ("SASL_SSL", &secured)] {
-        let topic = format!(
-            "bench-{}-{}",
-            label.to_lowercase().replace('_', "-"),
-            spec.records
-        );
-        eprintln!("skein: produce {spec} over {label}");
-        let produced = workload::produce(bootstrap, &topic, &spec)?;
-        eprintln!("skein: consume {spec} over {label}");
-        let consumed = workload::consume(bootstrap, &topic, spec.partitions, spec.records)?;
-        eprintln!("skein: produce {spec} over {label}, {SECURED_PRODUCERS} producers");
-        let parallel = workload::produce_with(
-            bootstrap,
-            &format!("{topic}-parallel"),
-            &spec,
-            SECURED_PRODUCERS,
-        )?;
-        runs.push((produced, consumed, parallel));
-    }
-    report.secured(SecuredRow {
-        spec,
-        plain_produce: runs[0].0,
-        secured_produce: runs[1].0,
-        plain_consume: runs[0].1,
-        secured_consume: runs[1].1,
-        plain_produce_parallel: runs[0].2,
-        secured_produce_parallel: runs[1].2,
-    });
-    Ok(())
 }
 
 /// The gateway workloads `args` selects for one record size, each beside librdkafka moving

@@ -10,25 +10,6 @@ use crate::workload::{
 /// The ratio of gateway to native gRPC streaming produce throughput aimed for.
 pub const GRPC_PRODUCE_TARGET: f64 = 0.5;
 
-/// The ratio of SASL_SSL to PLAINTEXT throughput aimed for, at 1 KiB records.
-pub const SASL_SSL_TARGET: f64 = 0.7;
-
-/// One workload through the same broker's PLAINTEXT and SASL_SSL listeners.
-#[derive(Debug, Clone, Copy)]
-pub struct SecuredRow {
-    pub spec: ProduceSpec,
-    pub plain_produce: Throughput,
-    pub secured_produce: Throughput,
-    pub plain_consume: Throughput,
-    pub secured_consume: Throughput,
-    /// The same records from [`SECURED_PRODUCERS`] producers at once.
-    pub plain_produce_parallel: Throughput,
-    pub secured_produce_parallel: Throughput,
-}
-
-/// Producers sending at once in the SASL_SSL comparison's second produce run.
-pub const SECURED_PRODUCERS: u64 = 3;
-
 /// One gateway run beside librdkafka moving the same records.
 #[derive(Debug, Clone, Copy)]
 pub struct GatewayRow {
@@ -61,7 +42,7 @@ pub struct Report {
     pub latencies: Vec<(&'static str, Latency)>,
     pub groups: Vec<(&'static str, GroupSpec, Vec<Duration>)>,
     pub gateway: Vec<GatewayRow>,
-    pub secured: Vec<SecuredRow>,
+    pub secured: Vec<crate::secured::SecuredRow>,
 }
 
 impl Report {
@@ -78,7 +59,7 @@ impl Report {
         }
     }
 
-    pub(crate) fn secured(&mut self, row: SecuredRow) {
+    pub(crate) fn secured(&mut self, row: crate::secured::SecuredRow) {
         self.secured.push(row);
     }
 
@@ -286,35 +267,7 @@ impl fmt::Display for Report {
         }
         writeln!(f)?;
         for row in &self.secured {
-            let cells = |plain: &Throughput, secured: &Throughput| {
-                format!(
-                    "PLAINTEXT {:.1} MiB/s, SASL_SSL {:.1} MiB/s, SASL_SSL/PLAINTEXT {:.2}",
-                    plain.mib_per_sec(),
-                    secured.mib_per_sec(),
-                    secured.mib_per_sec() / plain.mib_per_sec()
-                )
-            };
-            writeln!(
-                f,
-                "SASL_SSL (TLS 1.3, SASL/PLAIN) beside PLAINTEXT, same broker, {} (target >= {SASL_SSL_TARGET})",
-                row.spec
-            )?;
-            writeln!(
-                f,
-                "  produce  {}",
-                cells(&row.plain_produce, &row.secured_produce)
-            )?;
-            writeln!(
-                f,
-                "  produce  {} ({SECURED_PRODUCERS} producers)",
-                cells(&row.plain_produce_parallel, &row.secured_produce_parallel)
-            )?;
-            writeln!(
-                f,
-                "  consume  {}",
-                cells(&row.plain_consume, &row.secured_consume)
-            )?;
-            writeln!(f)?;
+            writeln!(f, "{row}")?;
         }
         self.fmt_gateway(f)?;
         for (broker, l) in &self.latencies {

@@ -98,6 +98,12 @@ fn the_sasl_ssl_workload_moves_every_record_through_skein_dev() {
     let read =
         workload::consume(&secured, "secured-parallel", spec.partitions, spec.records).unwrap();
     assert_eq!(read.records, spec.records);
+    // skein-client, in TLS with the same API key, delivers every record too.
+    let native = workload::produce_native(&secured, "secured-native", &spec).unwrap();
+    assert_eq!(native.records, spec.records);
+    let read =
+        workload::consume(&secured, "secured-native", spec.partitions, spec.records).unwrap();
+    assert_eq!(read.records, spec.records);
     // The same listener without the API key gets nowhere.
     let (address, settings) = secured.split_once('?').unwrap();
     let anonymous = format!(

@@ -5,6 +5,7 @@ mod consume;
 mod gateway;
 mod group;
 mod latency;
+mod native_produce;
 mod produce;
 
 use std::time::Duration;
@@ -22,6 +23,7 @@ pub use gateway::{
 };
 pub use group::{group_assignment, GroupSpec};
 pub use latency::{latency, Latency, LatencySpec};
+pub use native_produce::produce_native;
 pub use produce::{produce, produce_with, ProduceSpec};
 
 /// Records and payload bytes moved in a time.
@@ -95,6 +97,18 @@ pub fn secured_bootstrap(
          &sasl.password={secret}&ssl.ca.location={}",
         ca.display()
     )
+}
+
+/// Deletes `topics`, so that their files leave the disk and the page cache before the
+/// next run.
+pub(crate) fn delete_topics(bootstrap: &str, topics: &[&str]) -> anyhow::Result<()> {
+    let admin: AdminClient<DefaultClientContext> = client_config(bootstrap).create()?;
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = futures::executor::block_on(admin.delete_topics(topics, &options))?;
+    for result in results {
+        result.map_err(|(name, code)| anyhow::anyhow!("deleting topic {name}: {code}"))?;
+    }
+    Ok(())
 }
 
 /// Creates `topic` with `partitions` partitions and waits until a client sees all of them.
