@@ -24,14 +24,18 @@ pub struct Brokers {
     /// The gateway's controller credential, which it presents to brokers serving every
     /// tenant (SASL/PLAIN as `skein-gateway`, the tenant as the authorization id).
     credential: Option<String>,
+    /// TLS to the brokers' registered (inter-broker) listeners, when those are SASL_SSL.
+    tls: Option<skein_client::ClientTls>,
 }
 
 impl Brokers {
-    /// Clients presenting `credential` to brokers that serve every tenant.
-    pub fn new(credential: Option<String>) -> Self {
+    /// Clients presenting `credential` to brokers that serve every tenant, in TLS when
+    /// `tls` is given.
+    pub fn new(credential: Option<String>, tls: Option<skein_client::ClientTls>) -> Self {
         Self {
             clients: Mutex::default(),
             credential,
+            tls,
         }
     }
 
@@ -55,6 +59,7 @@ impl Brokers {
         // other tenant; two callers racing here both connect and the later one is kept.
         let mut config = ClientConfig::new(brokers.clone());
         config.client_id = "skein-gateway".to_owned();
+        config.tls = self.tls.clone();
         if shared {
             let credential = self.credential.clone().ok_or_else(|| {
                 GatewayError::Unavailable(

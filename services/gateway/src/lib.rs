@@ -84,6 +84,7 @@ impl Gateway {
         http: HttpOptions,
         controller: Option<skein_proto::replicas::ControllerReplicas>,
         client_state: client_state::ClientStateKeys,
+        broker_tls: Option<skein_client::ClientTls>,
     ) -> Arc<Self> {
         let (stream_read_ahead_bytes, read_ahead_bytes) =
             (http.stream_read_ahead_bytes, http.read_ahead_bytes);
@@ -95,6 +96,7 @@ impl Gateway {
                     .as_ref()
                     .and_then(|c| c.credential().token())
                     .map(str::to_owned),
+                broker_tls,
             ),
             quotas: Quotas::default(),
             http,

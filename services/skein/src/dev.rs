@@ -269,6 +269,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             &args.listener.data_dir,
             "gateway-state-key",
         )?])?,
+        None,
         args.gateway_listen,
         args.gateway_grpc_listen,
     )

@@ -78,6 +78,12 @@ pub(crate) struct GatewayArgs {
     /// gateway`)
     #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_FILE")]
     controller_token_file: Option<PathBuf>,
+    /// PEM file with the authorities the brokers' certificates chain to: with it the
+    /// gateway reaches the brokers' registered listeners in TLS (for brokers whose
+    /// inter-broker listener is SASL_SSL), checking each certificate against the host it
+    /// dials
+    #[arg(long, env = "SKEIN_GATEWAY_KAFKA_SSL_CA_LOCATION")]
+    kafka_ssl_ca_location: Option<PathBuf>,
 }
 
 /// The client-state keys from their files, or a random key of this process alone.
@@ -235,6 +241,7 @@ impl RunningGateway {
         auth: AuthConfig,
         http: HttpOptions,
         client_state: ClientStateKeys,
+        broker_tls: Option<skein_client::ClientTls>,
         listen: SocketAddr,
         grpc_listen: SocketAddr,
     ) -> anyhow::Result<Self> {
@@ -249,7 +256,14 @@ impl RunningGateway {
         let (view, follower) = ClusterView::follow(replicas.clone());
         let authenticator = skein_gateway::auth::Authenticator::new(auth, Some(replicas.clone()))
             .following(view.clone());
-        let gateway = Gateway::new(view, authenticator, http, Some(replicas), client_state);
+        let gateway = Gateway::new(
+            view,
+            authenticator,
+            http,
+            Some(replicas),
+            client_state,
+            broker_tls,
+        );
         let serving = Arc::clone(&gateway);
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let app = skein_gateway::rest::router(Arc::clone(&gateway))
@@ -343,11 +357,18 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;
     let client_state = client_state_keys(&args.client_state_key_files)?;
+    let broker_tls = args
+        .kafka_ssl_ca_location
+        .as_ref()
+        .map(skein_client::ClientTls::with_ca_file)
+        .transpose()
+        .context("--kafka-ssl-ca-location does not load")?;
     let gateway = RunningGateway::start(
         replicas,
         auth,
         http,
         client_state,
+        broker_tls,
         args.listen,
         args.grpc_listen,
     )

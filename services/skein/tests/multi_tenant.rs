@@ -471,7 +471,12 @@ fn brokers_serving_every_tenant_replicate_over_sasl_ssl() {
         "{}",
         brokers[0].first_line
     );
-    let sasl = field(&brokers[0].first_line, "(SASL_PLAINTEXT) on ");
+    // Both brokers bootstrap the clients, since either may be the one restarted below.
+    let sasl = brokers
+        .iter()
+        .map(|b| field(&b.first_line, "(SASL_PLAINTEXT) on "))
+        .collect::<Vec<_>>()
+        .join(",");
     let call = |who: &(String, String), args: &[&str]| sasl_acls(&python, &sasl, who, args);
     wait_for(|| {
         let created = call(&acme, &["create", "orders", "2"]);
@@ -490,6 +495,58 @@ fn brokers_serving_every_tenant_replicate_over_sasl_ssl() {
             .collect();
         (sizes[0] > 0 && sizes[0] == sizes[1]).then_some(())
     });
+
+    // A gateway reaches the same brokers in TLS when it trusts their authority, and
+    // writes a tenant's record over REST; one that speaks plaintext to them writes nothing.
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "g".repeat(48)).unwrap();
+    let basic = {
+        use base64::Engine;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", acme.0, acme.1))
+        )
+    };
+    let write = |rest: &str| {
+        common::request(
+            rest,
+            "POST",
+            "/v1/topics/orders/records",
+            &[("Authorization", &basic)],
+            r#"{"records":[{"value":"through the gateway"}]}"#,
+        )
+    };
+    let (plain_gateway, plain_rest, _) = gateway(
+        &controller,
+        &["--jwt-hs256-secret-file", secret.path().to_str().unwrap()],
+    );
+    // Long enough for its view of the cluster to name the brokers.
+    for _ in 0..6 {
+        let refused = write(&plain_rest);
+        assert_ne!(refused.status, 200, "{}", refused.body);
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    plain_gateway.stop();
+    let (tls_gateway, tls_rest, _) = gateway(
+        &controller,
+        &[
+            "--jwt-hs256-secret-file",
+            secret.path().to_str().unwrap(),
+            "--kafka-ssl-ca-location",
+            &path("cluster-ca.pem"),
+        ],
+    );
+    let written = wait_for(|| {
+        let answer = write(&tls_rest);
+        (answer.status == 200).then_some(answer)
+    });
+    assert_eq!(
+        written.json()["results"][0]["offset"],
+        1,
+        "{}",
+        written.body
+    );
+    tls_gateway.stop();
 
     // The follower comes back trusting another authority: the leader's certificate no
     // longer passes, and what is written after that does not reach it.
