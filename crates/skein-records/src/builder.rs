@@ -146,11 +146,20 @@ impl BatchWriter {
         compression: Compression,
         producer: ProducerFields,
     ) -> Result<Vec<u8>, BatchError> {
+        self.finish_with_attributes(compression.attribute_bits(), producer)
+    }
+
+    /// [`BatchWriter::finish`] with the header's attributes given whole (a control batch's).
+    pub(crate) fn finish_with_attributes(
+        self,
+        attributes: i16,
+        producer: ProducerFields,
+    ) -> Result<Vec<u8>, BatchError> {
         assemble(
             &self.body,
             BatchParts {
                 base_offset: 0,
-                attributes: compression.attribute_bits(),
+                attributes,
                 last_offset_delta: (self.count - 1).max(0),
                 base_timestamp: self.base_timestamp,
                 max_timestamp: self.max_timestamp,

@@ -45,8 +45,8 @@ pub(crate) const RECORDS_COUNT: usize = 57;
 
 pub(crate) const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 0x08;
-const TRANSACTIONAL_BIT: i16 = 0x10;
-const CONTROL_BIT: i16 = 0x20;
+pub(crate) const TRANSACTIONAL_BIT: i16 = 0x10;
+pub(crate) const CONTROL_BIT: i16 = 0x20;
 
 /// How the records of a batch are compressed (attributes bits 0-2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,12 +9,14 @@
 
 mod builder;
 mod compression;
+mod control;
 mod header;
 mod recompress;
 mod records;
 
 pub use builder::{assemble, build_batch, BatchParts, BatchWriter, NewRecord, ProducerFields};
 pub use compression::{compress, decompress, decompression_limit, MAX_DECOMPRESSED};
+pub use control::{build_marker, read_marker, MarkerError, MarkerKind, TxnMarker};
 pub use header::{
     set_log_append_time, set_offset_and_epoch, validate_batch, BatchHeader, Compression,
     TimestampType, HEADER_LEN, LOG_OVERHEAD, MAGIC,
