@@ -6,9 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skein_broker::sasl::{
-    parse_oauthbearer, parse_plain, MAX_OAUTHBEARER_BYTES, MAX_TOKEN_BYTES,
-};
+use skein_broker::sasl::{parse_oauthbearer, parse_plain, MAX_OAUTHBEARER_BYTES, MAX_TOKEN_BYTES};
 use skein_scram::{ClientFirst, Credential, Mechanism, MAX_MESSAGE_BYTES, MAX_USER_BYTES};
 
 fuzz_target!(|data: &[u8]| {

@@ -50,6 +50,7 @@ mod read;
 mod scan;
 mod segment;
 pub mod topic_config;
+pub mod transactions;
 
 pub use cleaner::CompactionReport;
 pub use clock::{Clock, ManualClock, SystemClock};
