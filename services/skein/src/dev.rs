@@ -54,8 +54,8 @@ pub(crate) struct DevArgs {
     )]
     kafka_sasl_listen: SocketAddr,
     /// Brokers in the cluster (1 to 9): brokers 1 and up run as child `skein broker`
-    /// processes on the Kafka ports after this one's, so killing one shows failover; topics
-    /// get min(3, N) replicas
+    /// processes on the Kafka ports after this one's (free ones when it has port 0), so
+    /// killing one shows failover; topics get min(3, N) replicas
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=9))]
     brokers: u16,
 }
@@ -81,6 +81,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     );
     std::fs::create_dir_all(&args.listener.data_dir)
         .with_context(|| format!("failed to create {}", args.listener.data_dir.display()))?;
+    let any_port = args.listener.kafka_listen.port() == 0;
     let crate::listener_args::Bound {
         listener,
         mut config,
@@ -193,7 +194,12 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         controller: controller.url.clone(),
         token: broker_token,
         data_dir: args.listener.data_dir.clone(),
-        kafka_listen: address,
+        // Asked for any port, the children take free ones too, not the ports after ours.
+        kafka_listen: if any_port {
+            std::net::SocketAddr::new(address.ip(), 0)
+        } else {
+            address
+        },
         config: args.listener.config.clone(),
         replication_factor,
     }

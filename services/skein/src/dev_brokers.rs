@@ -27,8 +27,8 @@ pub(crate) struct ChildBrokers {
     /// The broker credential's token, written to a file the children read.
     pub token: String,
     pub data_dir: PathBuf,
-    /// `skein dev`'s own Kafka listener: the children take the ports after it (or ephemeral
-    /// ones when it has port 0).
+    /// `skein dev`'s own Kafka listener: the children take the ports after it (or free
+    /// ones, chosen at start, when it has port 0).
     pub kafka_listen: SocketAddr,
     pub config: Option<PathBuf>,
     pub replication_factor: i32,
@@ -52,7 +52,12 @@ impl ChildBrokers {
         let mut children = Vec::new();
         for node in 1..count {
             let port = match self.kafka_listen.port() {
-                0 => 0,
+                // A port free now, kept across the child's restarts so that its address
+                // stays the one the cluster registered.
+                0 => std::net::TcpListener::bind((self.kafka_listen.ip(), 0))
+                    .and_then(|free| free.local_addr())
+                    .context("no free port for a broker")?
+                    .port(),
                 port => port
                     .checked_add(node)
                     .context("no port left for a broker")?,
