@@ -27,6 +27,8 @@ pub enum LogError {
         size: usize,
         max: usize,
     },
+    #[error("batch {index} of the append is not a transaction marker")]
+    NotAMarker { index: usize },
     #[error("append is empty")]
     EmptyAppend,
     #[error("replicated batch starts at offset {base_offset}, below the log end offset {log_end}")]

@@ -21,7 +21,23 @@ use crate::files::HandleCache;
 use crate::index;
 use crate::partition_dir;
 use crate::read::{FileRegion, ReadSlice};
-use crate::segment::{file_name, BatchMeta, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::segment::{
+    file_name, BatchMeta, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
+};
+use crate::transactions::{Transactions, TxnBatch};
+
+mod txn;
+
+/// Who wrote the batches of an append, which decides how they are checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// A producer: every record is checked, and control batches are refused.
+    Producer,
+    /// A transaction coordinator: transaction markers only.
+    Coordinator,
+    /// A leader this log follows: headers and CRCs only (the leader checked the records).
+    Replica,
+}
 
 /// What an append wrote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +109,8 @@ pub struct Log {
     fenced: bool,
     report: RecoveryReport,
     stats: LogStats,
+    /// Open and aborted transactions, from the batches in the log.
+    txns: Transactions,
 }
 
 impl Log {
@@ -139,6 +157,7 @@ impl Log {
                 ..RecoveryReport::default()
             },
             stats: LogStats::default(),
+            txns: Transactions::default(),
         };
         log.load_segments(&bases, clean)?;
         if clean_marker
@@ -156,6 +175,7 @@ impl Log {
             let start = log.log_start_offset;
             log.truncate_fully_and_start_at(start)?;
         }
+        log.rebuild_transactions()?;
         let recovery_point = log.durable.offset().min(log.log_end_offset());
         log.durable.reset(recovery_point);
         if log.dir_dirty {
@@ -366,7 +386,8 @@ impl Log {
     /// anything. A producer's batches are also checked record by record
     /// ([`validate_records`]), so that whatever the log holds decodes within bounds for
     /// every reader; a replicated batch was checked so by its leader.
-    fn validate(&self, buf: &[u8], from_producer: bool) -> Result<Vec<BatchMeta>> {
+    fn validate(&self, buf: &[u8], source: Source) -> Result<Vec<BatchMeta>> {
+        let from_producer = source != Source::Replica;
         let mut metas = Vec::new();
         let mut at = 0usize;
         while at < buf.len() {
@@ -396,12 +417,20 @@ impl Log {
                     last_offset_delta: header.last_offset_delta,
                 });
             }
-            if from_producer {
+            let batch = &buf[at..at + header.size()];
+            if source == Source::Producer {
                 let limit = decompression_limit(self.config.max_message_bytes);
-                validate_records(&buf[at..], &header, limit)
+                validate_records(batch, &header, limit)
                     .map_err(|source| LogError::InvalidBatch { index, source })?;
             }
-            metas.push(BatchMeta::from_header(at, &header));
+            let txn = txn::classify(batch, &header);
+            if source == Source::Coordinator && !matches!(txn, TxnBatch::Marker { .. }) {
+                return Err(LogError::NotAMarker { index });
+            }
+            metas.push(BatchMeta {
+                txn,
+                ..BatchMeta::from_header(at, &header)
+            });
             at += header.size();
         }
         if metas.is_empty() {
@@ -414,8 +443,24 @@ impl Log {
     /// offsets and `leader_epoch` by rewriting their headers in `batches` (never re-encoding
     /// records), and writes them. On error nothing is written.
     pub fn append(&mut self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo> {
+        self.append_from(Source::Producer, batches, leader_epoch)
+    }
+
+    /// Appends transaction markers (control batches a coordinator built with
+    /// [`crate::batch::build_marker`]) as [`Log::append`] appends a producer's batches.
+    /// Anything but a marker is refused and nothing is written.
+    pub fn append_markers(&mut self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo> {
+        self.append_from(Source::Coordinator, batches, leader_epoch)
+    }
+
+    fn append_from(
+        &mut self,
+        source: Source,
+        batches: &mut [u8],
+        leader_epoch: i32,
+    ) -> Result<AppendInfo> {
         self.check_fenced()?;
-        let mut metas = self.validate(batches, true)?;
+        let mut metas = self.validate(batches, source)?;
         let now = self.clock.now_ms();
         let span: u64 = metas
             .iter()
@@ -456,7 +501,7 @@ impl Log {
     /// leader). They must start at or after the log end offset.
     pub fn append_replicated(&mut self, batches: &[u8]) -> Result<AppendInfo> {
         self.check_fenced()?;
-        let metas = self.validate(batches, false)?;
+        let metas = self.validate(batches, Source::Replica)?;
         let mut expected = self.log_end_offset();
         for meta in &metas {
             if meta.declared_base_offset < 0 || (meta.declared_base_offset as u64) < expected {
@@ -540,6 +585,7 @@ impl Log {
             self.fenced = true;
             return Err(e);
         }
+        self.observe_transactions(metas)?;
         let records: u64 = metas.iter().map(|m| m.records).sum();
         self.unflushed_records = self.unflushed_records.saturating_add(records as i64);
         self.first_unflushed_ms.get_or_insert(now);
@@ -946,7 +992,9 @@ impl Log {
         }
         self.epochs.truncate_from_end(new_end)?;
         self.durable.reset(self.durable.offset().min(new_end));
-        self.durable.persist()
+        self.durable.persist()?;
+        // What closed a transaction may be gone: follow the batches that are left.
+        self.rebuild_transactions()
     }
 
     /// Deletes everything and starts an empty log at `offset` (a follower that fell behind
@@ -981,6 +1029,7 @@ impl Log {
         self.log_start_offset = offset;
         checkpoint::write_offset(&self.dir, LOG_START, offset)?;
         self.epochs.clear()?;
+        self.txns = Transactions::default();
         self.durable.reset(offset);
         self.durable.persist()
     }
@@ -1005,6 +1054,7 @@ impl Log {
 
     fn set_log_start(&mut self, offset: u64) -> Result<()> {
         self.log_start_offset = offset;
+        self.txns.forget_before(offset);
         checkpoint::write_offset(&self.dir, LOG_START, offset)?;
         self.epochs.truncate_from_start(offset)
     }
@@ -1217,7 +1267,7 @@ fn prepare_directory(dir: &Path) -> Result<Vec<u64>> {
         };
         match suffix {
             LOG_SUFFIX => logs.push(base),
-            INDEX_SUFFIX | TIME_INDEX_SUFFIX => indexes.push((base, path)),
+            INDEX_SUFFIX | TIME_INDEX_SUFFIX | TXN_INDEX_SUFFIX => indexes.push((base, path)),
             _ => {}
         }
     }

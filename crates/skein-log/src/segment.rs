@@ -12,10 +12,12 @@ use crate::error::{LogError, Result};
 use crate::files::{HandleCache, SegmentFiles};
 use crate::index::{self, IndexMap, OFFSET_ENTRY, TIME_ENTRY};
 use crate::scan::{scan_batches, ScanStop};
+use crate::transactions::TxnBatch;
 
 pub(crate) const LOG_SUFFIX: &str = "log";
 pub(crate) const INDEX_SUFFIX: &str = "index";
 pub(crate) const TIME_INDEX_SUFFIX: &str = "timeindex";
+pub(crate) const TXN_INDEX_SUFFIX: &str = "txnindex";
 
 /// `00000000000000368769.log` and friends.
 pub(crate) fn file_name(base_offset: u64, suffix: &str) -> String {
@@ -35,6 +37,8 @@ pub(crate) struct BatchMeta {
     pub(crate) leader_epoch: i32,
     /// The base offset as written in the batch (for replicated appends, which keep it).
     pub(crate) declared_base_offset: i64,
+    /// What the batch is to the partition's transactions.
+    pub(crate) txn: TxnBatch,
 }
 
 impl BatchMeta {
@@ -50,6 +54,7 @@ impl BatchMeta {
             records: h.records_count.max(0) as u64,
             leader_epoch: h.partition_leader_epoch,
             declared_base_offset: h.base_offset,
+            txn: TxnBatch::Plain,
         }
     }
 }
@@ -61,6 +66,8 @@ pub(crate) struct Segment {
     pub(crate) log_path: PathBuf,
     pub(crate) index_path: PathBuf,
     pub(crate) time_index_path: PathBuf,
+    /// The aborted transactions whose markers are in this segment (only when there are any).
+    pub(crate) txn_index_path: PathBuf,
     /// Bytes of valid batches in the `.log`.
     pub(crate) size: u64,
     /// One past the last offset written to this segment (for closed segments recovered from
@@ -97,6 +104,7 @@ impl Segment {
             log_path: dir.join(file_name(base_offset, LOG_SUFFIX)),
             index_path: dir.join(file_name(base_offset, INDEX_SUFFIX)),
             time_index_path: dir.join(file_name(base_offset, TIME_INDEX_SUFFIX)),
+            txn_index_path: dir.join(file_name(base_offset, TXN_INDEX_SUFFIX)),
             size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -117,6 +125,7 @@ impl Segment {
         self.log_path = dir.join(file_name(self.base_offset, LOG_SUFFIX));
         self.index_path = dir.join(file_name(self.base_offset, INDEX_SUFFIX));
         self.time_index_path = dir.join(file_name(self.base_offset, TIME_INDEX_SUFFIX));
+        self.txn_index_path = dir.join(file_name(self.base_offset, TXN_INDEX_SUFFIX));
     }
 
     pub(crate) fn index_capacity_entries(&self) -> u64 {
@@ -193,6 +202,22 @@ impl Segment {
             ));
         }
         Ok(header)
+    }
+
+    /// Reads the `len` bytes of the batch at `position` (whose header was read and checked
+    /// by [`Segment::read_header`], so they lie within the segment).
+    pub(crate) fn read_batch(
+        &self,
+        files: &SegmentFiles,
+        position: u64,
+        len: usize,
+    ) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        files
+            .log
+            .read_exact_at(&mut buf, position)
+            .map_err(LogError::io(&self.log_path))?;
+        Ok(buf)
     }
 
     /// Writes already-validated batches at the end of the segment and indexes them.
@@ -649,7 +674,12 @@ impl Segment {
     /// crash.
     pub(crate) fn delete_files(&self, cache: &HandleCache) -> Result<()> {
         cache.remove(self.id);
-        for path in [&self.log_path, &self.index_path, &self.time_index_path] {
+        for path in [
+            &self.log_path,
+            &self.index_path,
+            &self.time_index_path,
+            &self.txn_index_path,
+        ] {
             match fs::remove_file(path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -149,6 +149,19 @@ impl BatchWriter {
         self.finish_with_attributes(compression.attribute_bits(), producer)
     }
 
+    /// The batch of a transactional producer: [`BatchWriter::finish`] with the
+    /// transactional attribute set (its records count once the transaction commits).
+    pub fn finish_transactional(
+        self,
+        compression: Compression,
+        producer: ProducerFields,
+    ) -> Result<Vec<u8>, BatchError> {
+        self.finish_with_attributes(
+            compression.attribute_bits() | crate::header::TRANSACTIONAL_BIT,
+            producer,
+        )
+    }
+
     /// [`BatchWriter::finish`] with the header's attributes given whole (a control batch's).
     pub(crate) fn finish_with_attributes(
         self,
