@@ -39,7 +39,8 @@ pub use error::{CatalogError, Result};
 pub use idempotency::{IdempotencyClaim, IDEMPOTENCY_KEY_TTL_MS};
 pub use names::{
     is_internal_topic, refuse_internal_topic, validate_tenant_name, validate_tenant_topic_name,
-    validate_topic_name, CONSUMER_OFFSETS, MAX_QUALIFIED_TOPIC_NAME,
+    validate_topic_name, CONSUMER_OFFSETS, INTERNAL_TOPICS, MAX_QUALIFIED_TOPIC_NAME,
+    TRANSACTION_STATE,
 };
 pub use principals::{Principal, PrincipalKind};
 pub use quotas::{Quota, QuotaRecord};

@@ -32,6 +32,13 @@ pub fn validate_tenant_name(name: &str) -> Result<()> {
 /// ([`Catalog::create_internal_topic`](crate::Catalog::create_internal_topic)).
 pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
 
+/// The internal topic of a tenant's transactions, made by the controller like
+/// [`CONSUMER_OFFSETS`].
+pub const TRANSACTION_STATE: &str = "__transaction_state";
+
+/// The internal topics a tenant has: made by the controller when a broker first needs them.
+pub const INTERNAL_TOPICS: [&str; 2] = [CONSUMER_OFFSETS, TRANSACTION_STATE];
+
 /// Whether a topic name belongs to the cluster (`__` first) rather than to a tenant.
 pub fn is_internal_topic(name: &str) -> bool {
     name.starts_with("__")

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use sqlx::Row;
 
-use crate::names::{validate_topic_name, CONSUMER_OFFSETS};
+use crate::names::{validate_topic_name, INTERNAL_TOPICS};
 use crate::{found, new_id, now_ms, Catalog, CatalogError, Result};
 
 /// A topic as created: its partitions' replicas are given by the placement.
@@ -135,11 +135,11 @@ impl Catalog {
         self.insert_topic(tenant_id, topic, true).await
     }
 
-    /// Creates one of a tenant's internal topics ([`CONSUMER_OFFSETS`]), as
+    /// Creates one of a tenant's internal topics ([`INTERNAL_TOPICS`]), as
     /// [`create_topic`](Self::create_topic) does a tenant's own but outside its partition
     /// quota: the cluster needs it to serve the tenant's groups.
     pub async fn create_internal_topic(&self, tenant_id: &str, topic: &NewTopic) -> Result<Topic> {
-        if topic.name != CONSUMER_OFFSETS {
+        if !INTERNAL_TOPICS.contains(&topic.name.as_str()) {
             return Err(CatalogError::Invalid {
                 what: "internal topic",
                 reason: format!("{:?} is not an internal topic", topic.name),

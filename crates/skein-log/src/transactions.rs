@@ -168,6 +168,11 @@ impl Transactions {
             .map_or(high_watermark, |first| first.min(high_watermark))
     }
 
+    /// The first offset of `producer_id`'s open transaction in this partition.
+    pub fn open_since(&self, producer_id: i64) -> Option<u64> {
+        self.open.get(&producer_id).copied()
+    }
+
     /// Producers with a transaction open in this partition.
     pub fn open_transactions(&self) -> usize {
         self.open.len()

@@ -2,6 +2,8 @@
 //! `read_committed` reader skips, and the `.txnindex` files, across reopen, crash and
 //! truncation.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::Arc;

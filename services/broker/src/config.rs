@@ -46,6 +46,9 @@ pub struct BrokerConfig {
     /// `producer.id.expiration.ms`: how long an idempotent producer's state is kept after
     /// its last write (Kafka's default: 1 day).
     pub producer_id_expiration: std::time::Duration,
+    /// `transaction.max.timeout.ms`: the longest transaction timeout a producer may ask
+    /// for (Kafka's default: 15 minutes); a longer one is refused.
+    pub transaction_max_timeout_ms: i32,
     /// `max.connections`: connections accepted beyond it are closed at once.
     pub max_connections: usize,
     /// `connections.max.idle.ms`: a connection that sends no request for this long is closed.
@@ -107,6 +110,7 @@ impl BrokerConfig {
             fetch_max_bytes: 57_671_680,
             offsets_retention: std::time::Duration::from_secs(7 * 24 * 3600),
             producer_id_expiration: std::time::Duration::from_secs(24 * 3600),
+            transaction_max_timeout_ms: 900_000,
             max_connections: 10_000,
             connections_max_idle_ms: 600_000,
             unauthenticated_acl_changes: false,

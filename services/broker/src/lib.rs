@@ -34,6 +34,7 @@ pub mod ssl_principal;
 mod tenants;
 pub mod tls;
 pub mod topics;
+mod txn;
 
 use std::sync::Arc;
 
@@ -78,6 +79,8 @@ pub struct Broker {
     pub replicas: ReplicaManager,
     /// Each tenant's groups: memberships and committed offsets.
     groups: group::Groups,
+    /// Each tenant's transaction coordinator.
+    transactions: txn::Transactions,
     producer_ids: producer::ProducerIds,
     fetch_sessions: fetch_session::FetchSessions,
     /// The controller, when this broker joined one.
@@ -223,6 +226,21 @@ impl Broker {
         let replicas = ReplicaManager::open(&config, Arc::clone(&topics))?;
         let rebalance_delay =
             std::time::Duration::from_millis(config.group_initial_rebalance_delay_ms);
+        let transactions = match topics.tenancy() {
+            scope::Tenancy::Every => txn::Transactions::every(),
+            scope::Tenancy::One => {
+                let coordinator = if topics.is_controlled() {
+                    txn::TxnCoordinator::replicated(scope::Scope::Plain)
+                } else {
+                    txn::TxnCoordinator::open(replicas.logs())?
+                };
+                let tenant = controller
+                    .as_ref()
+                    .and_then(|link| link.identity().tenant.clone())
+                    .unwrap_or_default();
+                txn::Transactions::one(&tenant, coordinator)
+            }
+        };
         let groups = match topics.tenancy() {
             scope::Tenancy::Every => group::Groups::every(rebalance_delay),
             scope::Tenancy::One => {
@@ -253,6 +271,7 @@ impl Broker {
             topics,
             replicas,
             groups,
+            transactions,
             producer_ids,
             fetch_sessions: fetch_session::FetchSessions::default(),
             controller,
@@ -287,6 +306,33 @@ impl Broker {
     pub(crate) fn groups_of(&self, scope: &scope::Scope) -> Arc<group::TenantGroups> {
         self.groups
             .of(scope, self.tenant_of(scope).unwrap_or_default())
+    }
+
+    /// The transaction coordinator of the tenant a scope's requests act for.
+    pub(crate) fn transactions_of(&self, scope: &scope::Scope) -> Arc<txn::TxnCoordinator> {
+        self.transactions
+            .of(scope, self.tenant_of(scope).unwrap_or_default())
+    }
+
+    /// The groups whose offsets topic is `kept` (a name as the broker keeps it).
+    pub(crate) fn groups_by_offsets_topic(&self, kept: &str) -> Arc<group::TenantGroups> {
+        match self.topics.tenancy().split(kept) {
+            (Some(tenant), _) => {
+                let scope = scope::Scope::Tenant(Arc::from(tenant));
+                self.groups.of(&scope, tenant)
+            }
+            (None, _) => self.groups_of(&scope::Scope::Plain),
+        }
+    }
+
+    /// Every tenant's transaction coordinator: aborts transactions past their timeout and
+    /// finishes those decided but not yet marked.
+    pub(crate) async fn tick_transactions(&self) {
+        for coordinator in self.transactions.all() {
+            if let Err(error) = coordinator.tick(self).await {
+                tracing::debug!(%error, "transaction timeouts not checked");
+            }
+        }
     }
 
     /// Makes sure this broker coordinates a scope's groups before it answers a group

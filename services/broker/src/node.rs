@@ -154,6 +154,7 @@ impl Node {
         let (stop_tasks, stopping) = watch::channel(false);
         let tasks = vec![
             spawn_group_expiry(Arc::clone(&broker), stopping.clone()),
+            spawn_transaction_timeouts(Arc::clone(&broker), stopping.clone()),
             spawn_maintenance(
                 Arc::clone(&broker),
                 settings
@@ -292,6 +293,23 @@ fn spawn_group_expiry(broker: Arc<Broker>, mut stopping: watch::Receiver<bool>) 
                 last_sweep = tokio::time::Instant::now();
                 broker.expire_idle_state().await;
             }
+        }
+    })
+}
+
+/// Aborts transactions past their timeout and finishes decided ones, every second.
+fn spawn_transaction_timeouts(
+    broker: Arc<Broker>,
+    mut stopping: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = stopping.changed() => return,
+            }
+            broker.tick_transactions().await;
         }
     })
 }

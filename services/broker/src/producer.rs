@@ -146,6 +146,18 @@ fn next_sequence(last: i32) -> i32 {
     }
 }
 
+/// A producer as DescribeProducers shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProducerView {
+    pub(crate) producer_id: i64,
+    pub(crate) epoch: i16,
+    /// The last sequence number written, -1 when none is remembered.
+    pub(crate) last_sequence: i32,
+    pub(crate) last_write_ms: i64,
+    /// The first offset of its open transaction in the partition.
+    pub(crate) open_since: Option<u64>,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct PartitionProducers {
     loaded: bool,
@@ -160,7 +172,13 @@ impl PartitionProducers {
         }
         let mut producers: HashMap<i64, ProducerEntry> = HashMap::new();
         log.for_each_batch_header(log.log_start_offset(), |h| {
-            if h.producer_id >= 0 {
+            if h.producer_id >= 0 && h.is_control() {
+                let entry = producers.entry(h.producer_id).or_default();
+                if h.producer_epoch > entry.epoch {
+                    entry.batches.clear();
+                    entry.epoch = h.producer_epoch;
+                }
+            } else if h.producer_id >= 0 {
                 let entry = producers.entry(h.producer_id).or_default();
                 if h.producer_epoch != entry.epoch {
                     entry.batches.clear();
@@ -220,6 +238,35 @@ impl PartitionProducers {
         }
         remember(entry, h, base_offset);
         entry.last_write_ms = now_ms();
+    }
+
+    /// Follows a transaction marker just written: a marker of a later epoch (a
+    /// transaction the coordinator aborted when it fenced the producer) fences the
+    /// producer's older epochs here; its sequence numbers go on in the same epoch.
+    pub(crate) fn record_marker(&mut self, h: &BatchHeader) {
+        let entry = self.producers.entry(h.producer_id).or_default();
+        if h.producer_epoch > entry.epoch {
+            entry.batches.clear();
+            entry.epoch = h.producer_epoch;
+        }
+        entry.last_write_ms = now_ms();
+    }
+
+    /// Each producer known here, by id.
+    pub(crate) fn describe(&self) -> Vec<ProducerView> {
+        let mut all: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(id, p)| ProducerView {
+                producer_id: *id,
+                epoch: p.epoch,
+                last_sequence: p.batches.back().map_or(-1, |(_, last, _)| *last),
+                last_write_ms: p.last_write_ms,
+                open_since: None,
+            })
+            .collect();
+        all.sort_unstable_by_key(|p| p.producer_id);
+        all
     }
 
     /// Forgets producers that wrote nothing for `expiration_ms` before `now_ms`; answers how

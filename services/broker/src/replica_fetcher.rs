@@ -76,13 +76,14 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Copies every partition this broker follows from `leader`, reconnecting after failures.
-async fn follow(broker: Arc<Broker>, leader: i32, address: String) {
-    let node = broker.config.node_id;
-    let mut config = ClientConfig::new([address.clone()]);
-    config.client_id = format!("skein-replica-{node}");
-    // An answer holds at most MAX_BYTES, plus one batch over for its first partition.
-    config.max_response_bytes = 2 * MAX_BYTES as usize;
+/// A client of another broker's inter-broker listener at `address`, as this broker.
+pub(crate) fn inter_broker_client(
+    broker: &Broker,
+    address: &str,
+    client_id: String,
+) -> ClientConfig {
+    let mut config = ClientConfig::new([address.to_owned()]);
+    config.client_id = client_id;
     // Brokers whose inter-broker listener uses SASL (every broker of a cluster that serves
     // every tenant) present their controller credential to each other.
     if broker.config.inter_broker_protocol.requires_sasl() {
@@ -103,6 +104,15 @@ async fn follow(broker: Arc<Broker>, leader: i32, address: String) {
         .inter_broker_tls
         .as_ref()
         .map(|tls| tls.trust.clone());
+    config
+}
+
+/// Copies every partition this broker follows from `leader`, reconnecting after failures.
+async fn follow(broker: Arc<Broker>, leader: i32, address: String) {
+    let node = broker.config.node_id;
+    let mut config = inter_broker_client(&broker, &address, format!("skein-replica-{node}"));
+    // An answer holds at most MAX_BYTES, plus one batch over for its first partition.
+    config.max_response_bytes = 2 * MAX_BYTES as usize;
     loop {
         let connection = match Connection::connect(&address, &config).await {
             Ok(connection) => connection,

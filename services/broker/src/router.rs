@@ -107,6 +107,8 @@ macro_rules! throttle_time_ms {
 }
 
 throttle_time_ms!(
+    messages::AddOffsetsToTxnResponse,
+    messages::AddPartitionsToTxnResponse,
     messages::AlterConfigsResponse,
     messages::AlterPartitionReassignmentsResponse,
     messages::AlterUserScramCredentialsResponse,
@@ -124,7 +126,10 @@ throttle_time_ms!(
     messages::DescribeGroupsResponse,
     messages::DescribeLogDirsResponse,
     messages::DescribeTopicPartitionsResponse,
+    messages::DescribeProducersResponse,
+    messages::DescribeTransactionsResponse,
     messages::DescribeUserScramCredentialsResponse,
+    messages::EndTxnResponse,
     messages::ElectLeadersResponse,
     messages::FetchResponse,
     messages::FindCoordinatorResponse,
@@ -135,6 +140,7 @@ throttle_time_ms!(
     messages::LeaveGroupResponse,
     messages::ListGroupsResponse,
     messages::ListOffsetsResponse,
+    messages::ListTransactionsResponse,
     messages::ListPartitionReassignmentsResponse,
     messages::MetadataResponse,
     messages::OffsetCommitResponse,
@@ -143,7 +149,13 @@ throttle_time_ms!(
     messages::OffsetForLeaderEpochResponse,
     messages::ProduceResponse,
     messages::SyncGroupResponse,
+    messages::TxnOffsetCommitResponse,
 );
+
+/// Between brokers only: no quota applies, and the message has no throttle time.
+impl Throttle for messages::WriteTxnMarkersResponse {
+    fn set_throttle_ms(&mut self, _ms: i32) {}
+}
 
 /// The SASL messages have no throttle time (their APIs are exempt).
 impl Throttle for messages::SaslHandshakeResponse {
@@ -187,7 +199,7 @@ pub(crate) static ROUTES: &[Route] = {
     use handler::{
         acls, admin, api_versions, configs, describe_topic_partitions, elect_leaders, fetch, group,
         init_producer_id, list_offsets, log_dirs, metadata, offset_for_leader_epoch, produce,
-        reassignments, sasl, scram_credentials,
+        reassignments, sasl, scram_credentials, transactions,
     };
     &[
         Route::of::<produce::Produce>(),
@@ -210,6 +222,14 @@ pub(crate) static ROUTES: &[Route] = {
         Route::of::<group::ListGroups>(),
         Route::of::<group::DescribeGroups>(),
         Route::of::<init_producer_id::InitProducerId>(),
+        Route::of::<transactions::AddPartitionsToTxn>(),
+        Route::of::<transactions::AddOffsetsToTxn>(),
+        Route::of::<transactions::EndTxn>(),
+        Route::of::<transactions::TxnOffsetCommit>(),
+        Route::of::<transactions::WriteTxnMarkers>(),
+        Route::of::<transactions::DescribeTransactions>(),
+        Route::of::<transactions::ListTransactions>(),
+        Route::of::<transactions::DescribeProducers>(),
         Route::of::<configs::DescribeConfigs>(),
         Route::of::<configs::IncrementalAlterConfigs>(),
         Route::of::<configs::AlterConfigs>(),

@@ -194,6 +194,10 @@ pub fn is_internal(name: &str) -> bool {
     name.starts_with("__")
 }
 
+/// A tenant's internal topics, which the controller makes (one partition each) when a
+/// broker first needs them: its groups' committed offsets and its transactions.
+pub const TENANT_INTERNAL: [&str; 2] = [crate::group::OFFSETS_TOPIC, crate::txn::TOPIC];
+
 /// Refuses an internal name ([`is_internal`]) with INVALID_TOPIC_EXCEPTION's error.
 pub fn refuse_internal(name: &str) -> Result<(), TopicError> {
     if is_internal(name) {
@@ -371,7 +375,7 @@ impl TopicRegistry {
             // topic the controller made is the cluster's.
             if retired.contains(&topic.id)
                 || (self.is_internal(&topic.name)
-                    && self.tenancy.split(&topic.name).1 != crate::group::OFFSETS_TOPIC)
+                    && !TENANT_INTERNAL.contains(&self.tenancy.split(&topic.name).1))
             {
                 continue;
             }
@@ -547,7 +551,14 @@ impl TopicRegistry {
     /// make it the first time a group needs it; `None` for a broker on its own, whose
     /// offsets live in a local log, and while the controller cannot answer.
     pub async fn offsets_topic(&self, scope: &Scope) -> Option<TopicInfo> {
-        let kept = scope.qualify(crate::group::OFFSETS_TOPIC);
+        self.internal_topic(scope, crate::group::OFFSETS_TOPIC)
+            .await
+    }
+
+    /// One of a scope's tenant's internal topics (`__consumer_offsets`,
+    /// `__transaction_state`) in a cluster, as [`TopicRegistry::offsets_topic`].
+    pub async fn internal_topic(&self, scope: &Scope, internal: &str) -> Option<TopicInfo> {
+        let kept = scope.qualify(internal);
         let name = kept.as_ref();
         let Source::Controller(link) = &self.source else {
             return None;
@@ -569,7 +580,7 @@ impl TopicRegistry {
                 Some(topics.entry(name.to_owned()).or_insert(info).clone())
             }
             Err(e) => {
-                tracing::warn!(error = %e, "the controller did not make the offsets topic");
+                tracing::warn!(error = %e, topic = internal, "the controller did not make an internal topic");
                 None
             }
         }

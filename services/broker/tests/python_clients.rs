@@ -56,6 +56,12 @@ fn confluent_kafka_consumer_groups_split_take_over_and_resume_after_a_broker_res
 }
 
 #[test]
+fn confluent_kafka_transactions_commit_abort_fence_copy_exactly_once_and_time_out() {
+    let broker = TestBroker::start();
+    run_client("confluent_transactions.py", &broker, &[]);
+}
+
+#[test]
 fn kafka_python_round_trip_and_group_commit_resume() {
     let broker = TestBroker::start();
     run_client("kafka_python_roundtrip.py", &broker, &[]);

@@ -500,37 +500,41 @@ impl Controller for ControllerService {
         let caller = credentials::caller(&request)?;
         let request = request.into_inner();
         caller.require_tenant(&request.tenant)?;
-        // A broker asks for its tenant's offsets topic when a group first needs it; the
-        // controller decides its shape. Every other caller and name goes through the checks
-        // of a tenant's own topic, which refuse internal names.
-        let created =
-            if caller.role == Role::Broker && request.name == skein_catalog::CONSUMER_OFFSETS {
-                self.topics.ensure_consumer_offsets(&request.tenant).await
-            } else if request.assignments.is_empty() {
-                self.topics
-                    .create(
-                        &request.tenant,
-                        &request.name,
-                        request.partitions,
-                        request.replication_factor,
-                        request.configs.into_iter().collect(),
-                    )
-                    .await
-            } else {
-                let assigned = request
-                    .assignments
-                    .into_iter()
-                    .map(|a| a.replicas)
-                    .collect();
-                self.topics
-                    .create_assigned(
-                        &request.tenant,
-                        &request.name,
-                        assigned,
-                        request.configs.into_iter().collect(),
-                    )
-                    .await
-            };
+        // A broker asks for its tenant's offsets or transaction topic when a group or a
+        // transactional producer first needs it; the controller decides its shape. Every
+        // other caller and name goes through the checks of a tenant's own topic, which
+        // refuse internal names.
+        let created = if caller.role == Role::Broker
+            && skein_catalog::INTERNAL_TOPICS.contains(&request.name.as_str())
+        {
+            self.topics
+                .ensure_internal(&request.tenant, &request.name)
+                .await
+        } else if request.assignments.is_empty() {
+            self.topics
+                .create(
+                    &request.tenant,
+                    &request.name,
+                    request.partitions,
+                    request.replication_factor,
+                    request.configs.into_iter().collect(),
+                )
+                .await
+        } else {
+            let assigned = request
+                .assignments
+                .into_iter()
+                .map(|a| a.replicas)
+                .collect();
+            self.topics
+                .create_assigned(
+                    &request.tenant,
+                    &request.name,
+                    assigned,
+                    request.configs.into_iter().collect(),
+                )
+                .await
+        };
         let (topic, partitions) = created.map_err(op_status)?;
         Ok(Response::new(pb::TopicResponse {
             topic: Some(topic_message(&request.tenant, topic, partitions)),

@@ -239,13 +239,14 @@ impl TopicOps {
         self.describe(tenant, name).await
     }
 
-    /// Creates the tenant's `__consumer_offsets` (one partition, compacted) on up to
-    /// [`OFFSETS_REPLICATION`] of its live brokers, unless it exists: answers it as stored.
-    pub async fn ensure_consumer_offsets(
+    /// Creates one of the tenant's internal topics (`__consumer_offsets` or
+    /// `__transaction_state`: one partition, compacted) on up to [`OFFSETS_REPLICATION`] of
+    /// its live brokers, unless it exists: answers it as stored.
+    pub async fn ensure_internal(
         &self,
         tenant: &str,
+        name: &str,
     ) -> Result<TopicWithPartitions, TopicOpError> {
-        let name = skein_catalog::CONSUMER_OFFSETS;
         match self.describe(tenant, name).await {
             Err(TopicOpError::Catalog(CatalogError::NotFound { .. })) => {}
             found => return found,
@@ -270,7 +271,7 @@ impl TopicOps {
             Ok(_) | Err(CatalogError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-        tracing::info!(%tenant, replication, "created the tenant's consumer offsets topic");
+        tracing::info!(%tenant, topic = name, replication, "created one of the tenant's internal topics");
         self.describe(tenant, name).await
     }
 

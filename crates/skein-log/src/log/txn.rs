@@ -104,6 +104,11 @@ impl Log {
         self.txns.first_unstable_offset()
     }
 
+    /// The first offset of `producer_id`'s open transaction in this partition.
+    pub fn open_transaction_of(&self, producer_id: i64) -> Option<u64> {
+        self.txns.open_since(producer_id)
+    }
+
     /// Producers with a transaction open in this partition.
     pub fn open_transactions(&self) -> usize {
         self.txns.open_transactions()

@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
-use skein_log::batch::{build_batch, Compression, DecodedRecords, NewRecord, ProducerFields};
+use skein_log::batch::{
+    build_marker, BatchWriter, Compression, DecodedRecords, MarkerKind, ProducerFields, TxnMarker,
+};
 use skein_log::{CleanupPolicy, Log, LogConfig, LogError, LogManager, SharedLog, TopicPartition};
 
 use crate::replica::{PartitionError, ReplicaManager, Replicated};
@@ -41,6 +43,10 @@ pub(crate) struct Committed {
 
 type Key = (String, String, i32);
 
+/// A producer's epoch and the offsets it committed in its open transaction, each with the
+/// log offset of its record.
+type Pending = (i16, Vec<(Key, Committed, i64)>);
+
 /// Why committed offsets could not be read or stored here.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum OffsetStoreError {
@@ -55,6 +61,9 @@ pub(crate) enum OffsetStoreError {
     Log(#[from] LogError),
     #[error("encoding the offsets batch: {0}")]
     Batch(#[from] skein_log::batch::BatchError),
+    /// A transactional producer whose epoch a later one replaced.
+    #[error("the producer was fenced by a newer epoch")]
+    Fenced,
 }
 
 impl OffsetStoreError {
@@ -64,6 +73,7 @@ impl OffsetStoreError {
             Self::NotCoordinator => ResponseError::NotCoordinator,
             Self::NotAvailable(_) => ResponseError::CoordinatorNotAvailable,
             Self::Log(_) | Self::Batch(_) => ResponseError::UnknownServerError,
+            Self::Fenced => ResponseError::ProducerFenced,
         }
     }
 
@@ -89,6 +99,36 @@ struct State {
     offsets: BTreeMap<Key, (Committed, i64)>,
     /// When each group last committed, in milliseconds (the records' timestamps on replay).
     last_commit: HashMap<String, i64>,
+    /// Offsets committed in transactions not yet decided, by producer id: the producer's
+    /// epoch and each commit with the log offset of its record. A commit marker applies
+    /// them, an abort marker drops them (KIP-98's TxnOffsetCommit).
+    pending: HashMap<i64, Pending>,
+    /// The latest epoch each transactional producer wrote or was decided in here: an
+    /// older epoch's TxnOffsetCommit is a zombie's.
+    producer_epochs: HashMap<i64, i16>,
+}
+
+impl State {
+    /// Applies (commit) or drops (abort) the pending offsets of `producer_id`; a marker of
+    /// a later epoch than the pending offsets' drops them whatever it says (they were a
+    /// fenced producer's).
+    fn decide(&mut self, producer_id: i64, epoch: i16, kind: MarkerKind, when: i64) {
+        let seen = self.producer_epochs.entry(producer_id).or_insert(epoch);
+        *seen = (*seen).max(epoch);
+        let Some((pending_epoch, commits)) = self.pending.remove(&producer_id) else {
+            return;
+        };
+        if kind != MarkerKind::Commit || pending_epoch != epoch {
+            return;
+        }
+        for (key, committed, at) in commits {
+            let last = self.last_commit.entry(key.0.clone()).or_insert(when);
+            *last = (*last).max(when);
+            if self.offsets.get(&key).is_none_or(|(_, old)| *old < at) {
+                self.offsets.insert(key, (committed, at));
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -172,7 +212,7 @@ impl OffsetStore {
         let entries = commits
             .iter()
             .map(|(t, p, c)| ((t.clone(), *p), Some(encode_value(c, now_ms))));
-        let Some((epoch, base)) = self.write(replicas, group, entries, now_ms).await? else {
+        let Some((epoch, base)) = self.write(replicas, group, entries, now_ms, None).await? else {
             return Ok(());
         };
         let mut state = self.state.write();
@@ -214,7 +254,7 @@ impl OffsetStore {
         now_ms: i64,
     ) -> Result<(), OffsetStoreError> {
         let entries = keys.iter().map(|(t, p)| ((t.clone(), *p), None));
-        let Some((epoch, base)) = self.write(replicas, group, entries, now_ms).await? else {
+        let Some((epoch, base)) = self.write(replicas, group, entries, now_ms, None).await? else {
             return Ok(());
         };
         let mut state = self.state.write();
@@ -234,29 +274,146 @@ impl OffsetStore {
         Ok(())
     }
 
+    /// Offsets a transactional producer commits (TxnOffsetCommit): written to the log in
+    /// its transaction, applied when its commit marker comes ([`OffsetStore::write_marker`]).
+    /// A producer epoch older than one already seen here is fenced.
+    pub(crate) async fn commit_in_transaction(
+        &self,
+        replicas: &ReplicaManager,
+        group: &str,
+        producer: (i64, i16),
+        commits: &[(String, i32, Committed)],
+        now_ms: i64,
+    ) -> Result<(), OffsetStoreError> {
+        let (producer_id, producer_epoch) = producer;
+        if self
+            .state
+            .read()
+            .producer_epochs
+            .get(&producer_id)
+            .is_some_and(|seen| *seen > producer_epoch)
+        {
+            return Err(OffsetStoreError::Fenced);
+        }
+        let entries = commits
+            .iter()
+            .map(|(t, p, c)| ((t.clone(), *p), Some(encode_value(c, now_ms))));
+        let Some((epoch, base)) = self
+            .write(replicas, group, entries, now_ms, Some(producer))
+            .await?
+        else {
+            return Ok(());
+        };
+        let mut state = self.state.write();
+        if state.loaded_in != Some(epoch) {
+            return Err(OffsetStoreError::NotCoordinator);
+        }
+        let pending = state
+            .pending
+            .entry(producer_id)
+            .or_insert((producer_epoch, Vec::new()));
+        if pending.0 != producer_epoch {
+            *pending = (producer_epoch, Vec::new());
+        }
+        for (i, (topic, partition, c)) in commits.iter().enumerate() {
+            let key = (group.to_owned(), topic.clone(), *partition);
+            pending.1.push((key, c.clone(), base + i as i64));
+        }
+        let seen = state
+            .producer_epochs
+            .entry(producer_id)
+            .or_insert(producer_epoch);
+        *seen = (*seen).max(producer_epoch);
+        Ok(())
+    }
+
+    /// Writes a transaction marker for `producer_id` (as its transaction coordinator asks)
+    /// and then applies or drops the offsets it committed in that transaction.
+    pub(crate) async fn write_marker(
+        &self,
+        replicas: &ReplicaManager,
+        producer: (i64, i16),
+        marker: TxnMarker,
+        now_ms: i64,
+    ) -> Result<(), OffsetStoreError> {
+        let (producer_id, producer_epoch) = producer;
+        let mut batch = build_marker(marker, producer_id, producer_epoch, now_ms)?;
+        let epoch = if let Some(log) = &self.local {
+            log.write().append_markers(&mut batch, 0)?;
+            0
+        } else {
+            let Some(epoch) = self.state.read().loaded_in else {
+                return Err(OffsetStoreError::NotCoordinator);
+            };
+            let partition = replicas
+                .leader_of_any(&self.topic, 0, epoch)
+                .map_err(OffsetStoreError::of_partition)?;
+            let appended = partition
+                .append_markers(&batch)
+                .map_err(OffsetStoreError::of_partition)?;
+            self.await_replicas(&partition, appended.end_offset).await?;
+            epoch
+        };
+        let mut state = self.state.write();
+        if state.loaded_in != Some(epoch) {
+            return Err(OffsetStoreError::NotCoordinator);
+        }
+        state.decide(producer_id, producer_epoch, marker.kind, now_ms);
+        Ok(())
+    }
+
+    /// Waits until the in-sync replicas have the offsets partition up to `end`.
+    async fn await_replicas(
+        &self,
+        partition: &crate::replica::Partition<'_>,
+        end: i64,
+    ) -> Result<(), OffsetStoreError> {
+        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
+        match partition.replicated(end, deadline).await {
+            Replicated::Done if partition.in_sync() < partition.min_insync_replicas() => Err(
+                OffsetStoreError::NotAvailable("too few in-sync replicas after the write".into()),
+            ),
+            Replicated::Done => Ok(()),
+            Replicated::TimedOut => Err(OffsetStoreError::NotAvailable(
+                "the in-sync replicas did not confirm the write in time".into(),
+            )),
+            Replicated::NotLeader { .. } => Err(OffsetStoreError::NotCoordinator),
+        }
+    }
+
     /// Appends one record per ((topic, partition), value) to `__consumer_offsets` (a `None`
-    /// value is a tombstone) and, in a cluster, waits until the in-sync replicas have it.
-    /// Answers the leader epoch it was written in and the offset of its first record, or
-    /// `None` for nothing to write.
+    /// value is a tombstone), in `producer`'s transaction when one is given, and, in a
+    /// cluster, waits until the in-sync replicas have it. Answers the leader epoch it was
+    /// written in and the offset of its first record, or `None` for nothing to write.
     async fn write(
         &self,
         replicas: &ReplicaManager,
         group: &str,
         entries: impl Iterator<Item = ((String, i32), Option<Vec<u8>>)>,
         now_ms: i64,
+        producer: Option<(i64, i16)>,
     ) -> Result<Option<(i32, i64)>, OffsetStoreError> {
-        let records: Vec<NewRecord> = entries
-            .map(|((topic, partition), value)| NewRecord {
-                key: Some(encode_key(group, &topic, partition)),
-                value,
-                headers: Vec::new(),
-                timestamp: now_ms,
-            })
-            .collect();
-        if records.is_empty() {
+        let mut writer = BatchWriter::new();
+        for ((topic, partition), value) in entries {
+            let key = encode_key(group, &topic, partition);
+            writer.push(now_ms, Some(&key), value.as_deref(), &[]);
+        }
+        if writer.is_empty() {
             return Ok(None);
         }
-        let mut batch = build_batch(&records, Compression::None, ProducerFields::NONE)?;
+        let mut batch = match producer {
+            None => writer.finish(Compression::None, ProducerFields::NONE)?,
+            // Sequence numbers are not checked on this partition: the transaction
+            // coordinator fences the producer, and the epochs above its zombies.
+            Some((producer_id, producer_epoch)) => writer.finish_transactional(
+                Compression::None,
+                ProducerFields {
+                    producer_id,
+                    producer_epoch,
+                    base_sequence: -1,
+                },
+            )?,
+        };
         if let Some(log) = &self.local {
             let info = log.write().append(&mut batch, 0)?;
             return Ok(Some((0, info.first_offset as i64)));
@@ -268,19 +425,10 @@ impl OffsetStore {
             .leader_of_any(&self.topic, 0, epoch)
             .map_err(OffsetStoreError::of_partition)?;
         let appended = partition
-            .append(&batch, -1)
+            .append_as_coordinator(&batch)
             .map_err(OffsetStoreError::of_partition)?;
-        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
-        match partition.replicated(appended.end_offset, deadline).await {
-            Replicated::Done if partition.in_sync() < partition.min_insync_replicas() => Err(
-                OffsetStoreError::NotAvailable("too few in-sync replicas after the write".into()),
-            ),
-            Replicated::Done => Ok(Some((epoch, appended.base_offset))),
-            Replicated::TimedOut => Err(OffsetStoreError::NotAvailable(
-                "the in-sync replicas did not confirm the write in time".into(),
-            )),
-            Replicated::NotLeader { .. } => Err(OffsetStoreError::NotCoordinator),
-        }
+        self.await_replicas(&partition, appended.end_offset).await?;
+        Ok(Some((epoch, appended.base_offset)))
     }
 
     pub(crate) fn get(&self, group: &str, topic: &str, partition: i32) -> Option<Committed> {
@@ -329,6 +477,50 @@ fn replay(log: &Log) -> Result<State, OffsetStoreError> {
         let mut rest = &bytes[..];
         while !rest.is_empty() {
             let decoded = DecodedRecords::decode(rest, skein_log::batch::MAX_DECOMPRESSED)?;
+            let header = decoded.header;
+            if header.is_control() {
+                let batch = &rest[..header.size()];
+                if let Ok(marker) = skein_log::batch::read_marker(batch, &header) {
+                    state.decide(
+                        header.producer_id,
+                        header.producer_epoch,
+                        marker.kind,
+                        header.max_timestamp,
+                    );
+                }
+                rest = &rest[header.size()..];
+                continue;
+            }
+            if header.is_transactional() && header.producer_id >= 0 {
+                // Pending until its marker, which a later batch holds.
+                let mut commits = Vec::new();
+                for record in decoded.iter() {
+                    let record = record?;
+                    let at = header.base_offset + i64::from(record.offset_delta);
+                    let (Some(key), Some(value)) = (
+                        record.key.and_then(decode_key),
+                        record.value.and_then(decode_value),
+                    ) else {
+                        continue;
+                    };
+                    commits.push((key, value, at));
+                }
+                let pending = state
+                    .pending
+                    .entry(header.producer_id)
+                    .or_insert((header.producer_epoch, Vec::new()));
+                if pending.0 != header.producer_epoch {
+                    *pending = (header.producer_epoch, Vec::new());
+                }
+                pending.1.extend(commits);
+                let seen = state
+                    .producer_epochs
+                    .entry(header.producer_id)
+                    .or_insert(header.producer_epoch);
+                *seen = (*seen).max(header.producer_epoch);
+                rest = &rest[header.size()..];
+                continue;
+            }
             for record in decoded.iter() {
                 let record = record?;
                 let at = decoded.header.base_offset + i64::from(record.offset_delta);

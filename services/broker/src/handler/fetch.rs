@@ -13,7 +13,10 @@ use skein_auth::Operation;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::ProducerId;
 use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -23,7 +26,7 @@ use uuid::Uuid;
 use super::partition_error_code;
 use crate::fetch_session::{FetchTarget, SessionOutcome};
 use crate::quota::Metered;
-use crate::replica::{PartitionError, ReadLimit};
+use crate::replica::{Isolation, PartitionError, ReadLimit};
 use crate::router::{Api, Call};
 use crate::Broker;
 
@@ -129,17 +132,22 @@ pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchRespo
     }
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let max_bytes = (request.max_bytes.max(0) as u64).min(broker.config.fetch_max_bytes);
+    let isolation = Isolation::of_level(request.isolation_level);
     loop {
         // Register for the wake-up before reading, so a change in between is not missed.
         let appended = broker.replicas.readable();
-        let (partitions, bytes) =
-            read_once(broker, &targets, &denied, max_bytes, version, follower);
+        let (partitions, bytes) = read_once(
+            broker, &targets, &denied, max_bytes, version, follower, isolation,
+        );
         let done = bytes >= request.min_bytes.max(0) as u64 || Instant::now() >= deadline;
         if done || tokio::time::timeout_at(deadline, appended).await.is_err() {
             let partitions = if done {
                 partitions
             } else {
-                read_once(broker, &targets, &denied, max_bytes, version, follower).0
+                read_once(
+                    broker, &targets, &denied, max_bytes, version, follower, isolation,
+                )
+                .0
             };
             return respond(
                 broker,
@@ -211,6 +219,7 @@ fn read_once(
     max_bytes: u64,
     version: i16,
     follower: Option<i32>,
+    isolation: Isolation,
 ) -> (Vec<PartitionData>, u64) {
     let mut budget = max_bytes;
     let mut total = 0u64;
@@ -286,11 +295,26 @@ fn read_once(
                     }
                     fetched
                 }
-                None => partition.read(t.fetch_offset, limit),
+                None => partition.read(t.fetch_offset, limit, isolation),
             };
             let mut answer = answer
                 .with_high_watermark(fetched.high_watermark)
-                .with_last_stable_offset(fetched.high_watermark);
+                .with_last_stable_offset(fetched.last_stable_offset);
+            // Null for read_uncommitted, as Kafka answers.
+            answer = answer.with_aborted_transactions(None);
+            if isolation == Isolation::ReadCommitted {
+                answer = answer.with_aborted_transactions(Some(
+                    fetched
+                        .aborted
+                        .iter()
+                        .map(|t| {
+                            AbortedTransaction::default()
+                                .with_producer_id(ProducerId(t.producer_id))
+                                .with_first_offset(t.first_offset as i64)
+                        })
+                        .collect(),
+                ));
+            }
             if version >= 5 {
                 answer = answer.with_log_start_offset(fetched.log_start_offset);
             }

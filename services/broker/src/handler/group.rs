@@ -48,12 +48,14 @@ fn s(text: &str) -> StrBytes {
 /// FindCoordinator's key type of a consumer group (1 is a transactional id).
 const GROUP_KEY: i8 = 0;
 
-/// The broker that coordinates the tenant's groups: this one on its own; in a cluster the
-/// leader of `__consumer_offsets`, made by the controller on the first request.
-async fn group_coordinator(
+/// The broker that coordinates the tenant's groups (`internal` is `__consumer_offsets`) or
+/// transactions (`__transaction_state`): this one on its own; in a cluster the leader of
+/// that internal topic, made by the controller on the first request.
+async fn coordinator_of(
     broker: &Broker,
     scope: &Scope,
     listener: &ListenerInfo,
+    internal: &str,
 ) -> Result<(i32, String, i32), ResponseError> {
     let this = (
         broker.config.node_id,
@@ -65,7 +67,7 @@ async fn group_coordinator(
     }
     let leader = broker
         .topics
-        .offsets_topic(scope)
+        .internal_topic(scope, internal)
         .await
         .and_then(|info| info.placement_of(0, broker.config.node_id))
         .map(|p| p.leader)
@@ -91,27 +93,22 @@ pub(crate) async fn find_coordinator(
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let this = Ok((
-        broker.config.node_id,
-        listener.advertised_host.clone(),
-        i32::from(listener.advertised_port),
-    ));
     let groups = if version >= 4 {
         request.coordinator_keys.is_empty() || request.key_type == GROUP_KEY
     } else {
         request.key_type == GROUP_KEY
     };
-    // Transactional ids are served where they are asked.
-    let found = if groups {
-        group_coordinator(broker, scope, listener).await
+    let internal = if groups {
+        crate::group::OFFSETS_TOPIC
     } else {
-        this
+        crate::txn::TOPIC
     };
+    let found = coordinator_of(broker, scope, listener, internal).await;
     let (node, host, port, error) = match found {
         Ok((node, host, port)) => (node, host, port, 0),
         Err(e) => (-1, String::new(), -1, e.code()),
     };
-    let message = (error != 0).then(|| s("the group coordinator is not available yet"));
+    let message = (error != 0).then(|| s("the coordinator is not available yet"));
     if version >= 4 {
         let coordinators = request
             .coordinator_keys

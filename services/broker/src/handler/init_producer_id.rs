@@ -1,4 +1,6 @@
-//! InitProducerId: a producer id and epoch for an idempotent producer.
+//! InitProducerId: a producer id and epoch for an idempotent producer, or, with a
+//! transactional id, from the tenant's transaction coordinator (which fences the id's
+//! older producers).
 
 use kafka_protocol::messages::ApiKey;
 
@@ -10,13 +12,13 @@ use kafka_protocol::ResponseError;
 use skein_auth::Operation;
 
 use crate::authz::Access;
-use crate::Broker;
 
 pub(crate) async fn handle(
-    broker: &Broker,
+    call: &Call<'_>,
     access: &Access<'_>,
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
+    let broker = call.broker;
     let refused = |error: ResponseError| {
         InitProducerIdResponse::default()
             .with_error_code(error.code())
@@ -32,12 +34,27 @@ pub(crate) async fn handle(
         }
         _ => {}
     }
-    if request.transactional_id.is_some() {
-        // Transactions are not implemented yet: refuse plainly rather than pretend.
-        return InitProducerIdResponse::default()
-            .with_error_code(ResponseError::InvalidRequest.code())
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1);
+    if let Some(id) = &request.transactional_id {
+        let expected = (request.producer_id.0 >= 0 && request.producer_epoch >= 0)
+            .then_some((request.producer_id.0, request.producer_epoch));
+        return match broker
+            .transactions_of(&call.scope)
+            .init_producer(
+                broker,
+                id.as_str(),
+                request.transaction_timeout_ms,
+                expected,
+            )
+            .await
+        {
+            Ok((producer_id, epoch)) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(epoch),
+            Err(e) => {
+                tracing::debug!(transactional_id = %id.as_str(), error = %e, "InitProducerId refused");
+                refused(e.code(call.version, 4))
+            }
+        };
     }
     // A producer that already has an id may ask for the next epoch (KIP-360).
     if request.producer_id.0 >= 0
@@ -72,6 +89,6 @@ impl Api for InitProducerId {
     const VERSIONS: (i16, i16) = (0, 5);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
-        Some(handle(call.broker, &call.access(), request).await)
+        Some(handle(call, &call.access(), request).await)
     }
 }

@@ -60,6 +60,7 @@ pub(crate) fn handle(call: &Call<'_>, request: ListOffsetsRequest) -> ListOffset
                         Err(e) => return answer.with_error_code(partition_error_code(&e)),
                     };
                     let spec = match p.timestamp {
+                        LATEST if request.isolation_level == 1 => OffsetSpec::LastStable,
                         LATEST => OffsetSpec::Latest,
                         EARLIEST | EARLIEST_LOCAL => OffsetSpec::Earliest,
                         LATEST_TIERED => return answer,

@@ -17,6 +17,7 @@ pub(crate) mod produce;
 pub(crate) mod reassignments;
 pub(crate) mod sasl;
 pub(crate) mod scram_credentials;
+pub(crate) mod transactions;
 
 use kafka_protocol::ResponseError;
 use skein_log::LogError;

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 pub use error::PartitionError;
 pub(crate) use follower::FollowedPartition;
-pub(crate) use partition::{OffsetSpec, Partition, ReadLimit, Replicated};
+pub(crate) use partition::{Isolation, OffsetSpec, Partition, ReadLimit, Replicated};
 use skein_log::topic_config::{self, TopicSettings};
 use skein_log::{LogError, LogManager, LogManagerConfig, SystemClock, TopicPartition};
 use skein_replication::{LeaderView, Progress};

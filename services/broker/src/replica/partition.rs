@@ -61,19 +61,51 @@ pub(crate) enum ReadLimit {
     AtLeastOneBatch(u64),
 }
 
+/// Which records a consumer's read may see (Kafka's `isolation.level`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isolation {
+    /// Everything below the high watermark.
+    ReadUncommitted,
+    /// Everything below the last stable offset; the answer names the aborted transactions
+    /// among it, which the client skips.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// From the protocol's `isolation_level` (0 or 1); anything else reads uncommitted, as
+    /// Kafka does.
+    pub(crate) fn of_level(level: i8) -> Self {
+        if level == 1 {
+            Self::ReadCommitted
+        } else {
+            Self::ReadUncommitted
+        }
+    }
+}
+
 /// What a read found: the partition's offsets, and records or why there are none.
 #[derive(Debug)]
 pub(crate) struct Fetched {
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub records: Result<Option<Bytes>, PartitionError>,
+    /// For a `read_committed` read, the aborted transactions that overlap the records.
+    pub aborted: Vec<skein_log::transactions::AbortedTxn>,
 }
+
+/// The most aborted transactions named beside one partition's records beyond one per
+/// 61 bytes of them (each needs a batch of its own there), for those that began before
+/// the read.
+const ABORTED_BEYOND_BATCHES: usize = 1024;
 
 /// Which offset a lookup asks for (Kafka's ListOffsets timestamps).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum OffsetSpec {
     /// The high watermark: where the next record consumers can see will be.
     Latest,
+    /// The last stable offset: where a `read_committed` consumer's next record will be.
+    LastStable,
     Earliest,
     /// The offset of the record with the largest timestamp.
     MaxTimestamp,
@@ -263,7 +295,7 @@ impl Partition<'_> {
             }
             None => records,
         };
-        let appended = self.append_batches(records)?;
+        let appended = self.append_batches(records, true)?;
         self.manager
             .progress
             .leader_advanced(&self.tp, self.view(self.bounds()));
@@ -271,7 +303,62 @@ impl Partition<'_> {
         Ok(appended)
     }
 
-    fn append_batches(&self, records: &[u8]) -> Result<Appended, PartitionError> {
+    /// A group coordinator's write to its offsets partition: the batch of a transactional
+    /// producer's TxnOffsetCommit carries the producer's id and epoch but no sequence
+    /// numbers, so it is not checked against the producer's sequence here (as Kafka's
+    /// coordinator-origin appends are not).
+    pub(crate) fn append_as_coordinator(&self, records: &[u8]) -> Result<Appended, PartitionError> {
+        let required = self.manager.min_insync_replicas(&self.info);
+        let in_sync = self.in_sync();
+        if in_sync < required {
+            return Err(PartitionError::NotEnoughReplicas { required, in_sync });
+        }
+        let appended = self.append_batches(records, false)?;
+        self.manager
+            .progress
+            .leader_advanced(&self.tp, self.view(self.bounds()));
+        self.manager.appended.notify_waiters();
+        Ok(appended)
+    }
+
+    /// Writes a transaction coordinator's marker batch (one built by
+    /// [`skein_log::batch::build_marker`]) as the leader; the producer's epoch it carries
+    /// fences any older epoch of that producer here from then on.
+    pub(crate) fn append_markers(&self, marker: &[u8]) -> Result<Appended, PartitionError> {
+        let header = BatchHeader::parse(marker).map_err(|e| {
+            PartitionError::Log(LogError::InvalidBatch {
+                index: 0,
+                source: e,
+            })
+        })?;
+        let mut log = self.log.write();
+        self.still_leads()?;
+        let state = self.manager.producers.partition(&self.tp);
+        let mut state = state.lock();
+        state.load(&log)?;
+        let mut bytes = BytesMut::from(marker);
+        let info = log.append_markers(&mut bytes, self.leader_epoch)?;
+        state.record_marker(&header);
+        let appended = Appended {
+            base_offset: info.first_offset as i64,
+            end_offset: info.last_offset as i64 + 1,
+            log_append_time: None,
+            log_start_offset: log.log_start_offset() as i64,
+        };
+        drop(state);
+        drop(log);
+        self.manager
+            .progress
+            .leader_advanced(&self.tp, self.view(self.bounds()));
+        self.manager.appended.notify_waiters();
+        Ok(appended)
+    }
+
+    fn append_batches(
+        &self,
+        records: &[u8],
+        check_producers: bool,
+    ) -> Result<Appended, PartitionError> {
         let mut batches = Vec::new();
         let mut at = 0usize;
         while at < records.len() {
@@ -292,7 +379,7 @@ impl Partition<'_> {
         // registry names another leader, this broker's fetcher may append the new leader's
         // batches, and a write now would be mixed into them.
         self.still_leads()?;
-        if !batches.iter().any(|(_, h)| h.producer_id >= 0) {
+        if !check_producers || !batches.iter().any(|(_, h)| h.producer_id >= 0) {
             // The log rewrites offsets in place: one copy out of the request buffer.
             let mut bytes = BytesMut::from(records);
             let info = log.append(&mut bytes, self.leader_epoch)?;
@@ -331,6 +418,23 @@ impl Partition<'_> {
         })
     }
 
+    /// The producers that wrote to this partition (DescribeProducers), each with the first
+    /// offset of its open transaction, if any.
+    pub(crate) fn producers(&self) -> Result<Vec<crate::producer::ProducerView>, PartitionError> {
+        let log = self.log.read();
+        let state = self.manager.producers.partition(&self.tp);
+        let mut state = state.lock();
+        state.load(&log)?;
+        Ok(state
+            .describe()
+            .into_iter()
+            .map(|p| crate::producer::ProducerView {
+                open_since: log.open_transaction_of(p.producer_id),
+                ..p
+            })
+            .collect())
+    }
+
     /// Runs `f` over the whole log, up to its end, under its read lock: for the broker's own
     /// internal topics, which it loads as it takes their lead.
     pub(crate) fn with_log<R>(&self, f: impl FnOnce(&skein_log::Log) -> R) -> R {
@@ -339,8 +443,8 @@ impl Partition<'_> {
 
     /// Reads whole batches from `offset` up to the high watermark, within `limit` (a
     /// consumer's read).
-    pub(crate) fn read(&self, offset: i64, limit: ReadLimit) -> Fetched {
-        self.read_below(offset, limit, None)
+    pub(crate) fn read(&self, offset: i64, limit: ReadLimit, isolation: Isolation) -> Fetched {
+        self.read_below(offset, limit, None, isolation)
     }
 
     /// A follower's read: whole batches from `offset` up to the log end. The fetch offset
@@ -351,10 +455,16 @@ impl Partition<'_> {
         offset: i64,
         limit: ReadLimit,
     ) -> Fetched {
-        self.read_below(offset, limit, Some(follower))
+        self.read_below(offset, limit, Some(follower), Isolation::ReadUncommitted)
     }
 
-    fn read_below(&self, offset: i64, limit: ReadLimit, follower: Option<i32>) -> Fetched {
+    fn read_below(
+        &self,
+        offset: i64,
+        limit: ReadLimit,
+        follower: Option<i32>,
+        isolation: Isolation,
+    ) -> Fetched {
         let log = self.log.read();
         let log_end = log.log_end_offset();
         let high_watermark = match (follower, u64::try_from(offset)) {
@@ -369,15 +479,18 @@ impl Partition<'_> {
                 .progress
                 .high_watermark(&self.tp, log.log_start_offset(), log_end),
         };
-        let upper = if follower.is_some() {
-            log_end
-        } else {
-            high_watermark
+        let last_stable = log.last_stable_offset(high_watermark);
+        let upper = match (follower, isolation) {
+            (Some(_), _) => log_end,
+            (None, Isolation::ReadUncommitted) => high_watermark,
+            (None, Isolation::ReadCommitted) => last_stable,
         };
         let mut fetched = Fetched {
             high_watermark: high_watermark as i64,
+            last_stable_offset: last_stable as i64,
             log_start_offset: log.log_start_offset() as i64,
             records: Ok(None),
+            aborted: Vec::new(),
         };
         let Ok(from) = u64::try_from(offset) else {
             fetched.records = Err(PartitionError::OffsetOutOfRange { offset });
@@ -396,10 +509,20 @@ impl Partition<'_> {
             Ok(slice) => match slice.region {
                 None => Ok(None),
                 Some(region) if !may_exceed && region.len() > max_bytes => Ok(None),
-                Some(region) => region
-                    .read_to_vec()
-                    .map(|bytes| Some(Bytes::from(bytes)))
-                    .map_err(PartitionError::Read),
+                Some(region) => {
+                    if isolation == Isolation::ReadCommitted {
+                        let most = (region.len() / 61) as usize + ABORTED_BEYOND_BATCHES;
+                        fetched.aborted = log.aborted_transactions(
+                            slice.first_offset,
+                            slice.last_offset + 1,
+                            most,
+                        );
+                    }
+                    region
+                        .read_to_vec()
+                        .map(|bytes| Some(Bytes::from(bytes)))
+                        .map_err(PartitionError::Read)
+                }
             },
             Err(LogError::OffsetOutOfRange { .. }) => {
                 Err(PartitionError::OffsetOutOfRange { offset })
@@ -420,6 +543,14 @@ impl Partition<'_> {
                     log.log_start_offset(),
                     log.log_end_offset(),
                 ),
+                -1,
+            )),
+            OffsetSpec::LastStable => Some((
+                log.last_stable_offset(self.manager.progress.high_watermark(
+                    &self.tp,
+                    log.log_start_offset(),
+                    log.log_end_offset(),
+                )),
                 -1,
             )),
             OffsetSpec::Earliest => Some((log.log_start_offset(), -1)),

@@ -1,6 +1,8 @@
 //! A real broker on an ephemeral port, for tests.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+pub mod raw;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 

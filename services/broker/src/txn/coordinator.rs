@@ -1,0 +1,590 @@
+//! One tenant's transaction coordinator (KIP-98): the state of each transactional id, kept
+//! in memory and in the tenant's `__transaction_state` log so it survives the loss of its
+//! coordinator.
+//!
+//! A broker on its own keeps the topic in a local log. In a cluster it is a replicated
+//! topic (partition 0, made by the controller), and the broker leading that partition
+//! coordinates the tenant's transactions: it loads the state when it takes the lead,
+//! writes every change with `acks=all` before acting on it, and on taking the lead finishes
+//! what its predecessor had decided (a transaction in PrepareCommit or PrepareAbort gets its
+//! markers). **Invariant:** what is in memory was read from, or replicated into, the log of
+//! the leader epoch it was loaded in; a decision is acted on only once it is replicated.
+//!
+//! The tenant's transactions are handled one at a time (one lock over the state, held
+//! while a change is replicated and its markers are written).
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+use skein_log::batch::{BatchWriter, Compression, DecodedRecords, MarkerKind, ProducerFields};
+use skein_log::{CleanupPolicy, Log, LogConfig, LogError, LogManager, SharedLog, TopicPartition};
+use tokio::sync::{Mutex, MutexGuard};
+
+use super::markers;
+use super::state_record::{self, TxnMeta, TxnStatus};
+use crate::replica::{PartitionError, Replicated};
+use crate::Broker;
+
+/// How long a state change waits for the in-sync replicas.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a transaction request could not be served.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TxnError {
+    #[error("this broker does not coordinate the tenant's transactions")]
+    NotCoordinator,
+    #[error("the transaction state topic is not available: {0}")]
+    NotAvailable(String),
+    /// A newer producer with the same transactional id took over.
+    #[error("the producer was fenced by a newer epoch")]
+    Fenced,
+    #[error("the producer id does not belong to this transactional id")]
+    ProducerIdMapping,
+    /// The transaction is being completed; the client retries.
+    #[error("the previous transaction is still being completed")]
+    Concurrent,
+    #[error("the transaction is {0}, which does not allow this")]
+    InvalidState(&'static str),
+    #[error("transaction timeout {0} ms is not within 1 and transaction.max.timeout.ms")]
+    InvalidTimeout(i32),
+    #[error("no producer id could be handed out: {0}")]
+    ProducerIds(String),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("encoding the transaction state: {0}")]
+    Batch(#[from] skein_log::batch::BatchError),
+}
+
+impl TxnError {
+    /// The error code for a request of `version`, where PRODUCER_FENCED exists from
+    /// `fenced_since` on (INVALID_PRODUCER_EPOCH before).
+    pub(crate) fn code(&self, version: i16, fenced_since: i16) -> ResponseError {
+        match self {
+            Self::NotCoordinator => ResponseError::NotCoordinator,
+            Self::NotAvailable(_) => ResponseError::CoordinatorNotAvailable,
+            Self::Fenced if version >= fenced_since => ResponseError::ProducerFenced,
+            Self::Fenced => ResponseError::InvalidProducerEpoch,
+            Self::ProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+            Self::Concurrent => ResponseError::ConcurrentTransactions,
+            Self::InvalidState(_) => ResponseError::InvalidTxnState,
+            Self::InvalidTimeout(_) => ResponseError::InvalidTransactionTimeout,
+            Self::ProducerIds(_) => ResponseError::CoordinatorNotAvailable,
+            Self::Log(_) | Self::Batch(_) => ResponseError::UnknownServerError,
+        }
+    }
+
+    fn of_partition(e: PartitionError) -> Self {
+        match e {
+            PartitionError::NotLeader { .. } | PartitionError::FencedLeaderEpoch { .. } => {
+                Self::NotCoordinator
+            }
+            PartitionError::Log(e) => Self::Log(e),
+            e => Self::NotAvailable(e.to_string()),
+        }
+    }
+}
+
+/// The coordinator's state as loaded from the log.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// The partition's leader epoch it was loaded in (0 for a local log); `None` until
+    /// this broker leads it. Markers carry it as their coordinator epoch.
+    loaded_in: Option<i32>,
+    txns: HashMap<String, TxnMeta>,
+}
+
+/// A transaction as an operator sees it (DescribeTransactions, ListTransactions).
+#[derive(Clone, Debug)]
+pub(crate) struct TxnView {
+    pub(crate) transactional_id: String,
+    pub(crate) meta: TxnMeta,
+}
+
+#[derive(Debug)]
+pub(crate) struct TxnCoordinator {
+    /// The state topic's name as the broker keeps it: `__transaction_state`, or a tenant's
+    /// `<tenant>.__transaction_state` on a broker serving every tenant.
+    topic: String,
+    /// A broker on its own: the local log. `None` in a cluster.
+    local: Option<SharedLog>,
+    state: Mutex<State>,
+    /// The scope of the tenant's requests, to ask the controller for the state topic.
+    scope: crate::scope::Scope,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl TxnCoordinator {
+    /// A broker on its own: opens the local `__transaction_state` and replays it.
+    pub(crate) fn open(logs: &LogManager) -> anyhow::Result<Self> {
+        let config = LogConfig {
+            cleanup_policy: CleanupPolicy::Compact,
+            segment_bytes: 100 * 1024 * 1024,
+            ..LogConfig::default()
+        };
+        let log =
+            logs.get_or_create(&TopicPartition::new(super::TOPIC, 0), Some(config.clone()))?;
+        log.write().set_config(config)?;
+        let mut state = replay(&log.read())?;
+        state.loaded_in = Some(0);
+        Ok(Self {
+            topic: super::TOPIC.to_owned(),
+            local: Some(log),
+            state: Mutex::new(state),
+            scope: crate::scope::Scope::Plain,
+        })
+    }
+
+    /// A cluster's broker: nothing is loaded until it leads partition 0 of the scope's
+    /// `__transaction_state`.
+    pub(crate) fn replicated(scope: crate::scope::Scope) -> Self {
+        Self {
+            topic: scope.qualify(super::TOPIC).into_owned(),
+            local: None,
+            state: Mutex::new(State::default()),
+            scope,
+        }
+    }
+
+    /// The state, once this broker may answer for the tenant's transactions: on its own
+    /// always; in a cluster while it leads the state partition, loading it from the log the
+    /// first time in each leader epoch and finishing the transactions decided there.
+    async fn take_up(&self, broker: &Broker) -> Result<MutexGuard<'_, State>, TxnError> {
+        let mut state = self.state.lock().await;
+        if self.local.is_some() {
+            return Ok(state);
+        }
+        if broker
+            .topics
+            .internal_topic(&self.scope, super::TOPIC)
+            .await
+            .is_none()
+        {
+            return Err(TxnError::NotAvailable(
+                "the transaction state topic does not exist yet".to_owned(),
+            ));
+        }
+        let partition = broker
+            .replicas
+            .leader_of_any(&self.topic, 0, -1)
+            .map_err(TxnError::of_partition)?;
+        let epoch = partition.leader_epoch();
+        if state.loaded_in == Some(epoch) {
+            return Ok(state);
+        }
+        let mut loaded = partition.with_log(replay)?;
+        loaded.loaded_in = Some(epoch);
+        tracing::info!(
+            epoch,
+            topic = %self.topic,
+            transactions = loaded.txns.len(),
+            "coordinating the transactions of a state topic"
+        );
+        *state = loaded;
+        Ok(state)
+    }
+
+    /// Whether this broker coordinates the tenant's transactions now (FindCoordinator).
+    pub(crate) async fn leader(&self, broker: &Broker) -> Option<i32> {
+        if self.local.is_some() {
+            return Some(broker.config.node_id);
+        }
+        broker
+            .topics
+            .internal_topic(&self.scope, super::TOPIC)
+            .await
+            .and_then(|info| info.placement_of(0, broker.config.node_id))
+            .map(|p| p.leader)
+            .filter(|leader| *leader >= 0)
+    }
+
+    /// InitProducerId with a transactional id: a producer id and a new epoch, fencing every
+    /// older producer of the id. An open transaction of the id is aborted first; one being
+    /// completed is finished. `expected` is the id and epoch the producer had (KIP-360),
+    /// which must be the current ones.
+    pub(crate) async fn init_producer(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), TxnError> {
+        if timeout_ms <= 0 || timeout_ms > broker.config.transaction_max_timeout_ms {
+            return Err(TxnError::InvalidTimeout(timeout_ms));
+        }
+        let mut state = self.take_up(broker).await?;
+        let now = now_ms();
+        let meta = match state.txns.get(transactional_id).cloned() {
+            None => {
+                let producer_id = broker
+                    .producer_ids
+                    .allocate()
+                    .await
+                    .map_err(|e| TxnError::ProducerIds(e.to_string()))?;
+                TxnMeta {
+                    producer_id,
+                    producer_epoch: 0,
+                    timeout_ms,
+                    status: TxnStatus::Empty,
+                    partitions: BTreeSet::new(),
+                    last_update_ms: now,
+                    start_ms: -1,
+                }
+            }
+            Some(mut meta) => {
+                if let Some(expected) = expected {
+                    if expected != (meta.producer_id, meta.producer_epoch) {
+                        return Err(TxnError::Fenced);
+                    }
+                }
+                match meta.status {
+                    TxnStatus::Ongoing => {
+                        // Fence the old producer, abort its transaction in the new epoch.
+                        meta = self.bump(broker, meta).await?;
+                        meta = self
+                            .decide(broker, &mut state, transactional_id, meta, false)
+                            .await?;
+                        if matches!(meta.status, TxnStatus::PrepareAbort) {
+                            return Err(TxnError::Concurrent);
+                        }
+                    }
+                    TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => {
+                        meta = self
+                            .complete(broker, &mut state, transactional_id, meta)
+                            .await?;
+                        if !matches!(
+                            meta.status,
+                            TxnStatus::CompleteCommit | TxnStatus::CompleteAbort
+                        ) {
+                            return Err(TxnError::Concurrent);
+                        }
+                        meta = self.bump(broker, meta).await?;
+                    }
+                    _ => meta = self.bump(broker, meta).await?,
+                }
+                TxnMeta {
+                    timeout_ms,
+                    status: TxnStatus::Empty,
+                    partitions: BTreeSet::new(),
+                    last_update_ms: now,
+                    start_ms: -1,
+                    ..meta
+                }
+            }
+        };
+        self.persist(broker, &mut state, transactional_id, &meta)
+            .await?;
+        Ok((meta.producer_id, meta.producer_epoch))
+    }
+
+    /// The next epoch of the producer, or a new producer id once the epochs run out.
+    async fn bump(&self, broker: &Broker, meta: TxnMeta) -> Result<TxnMeta, TxnError> {
+        if meta.producer_epoch < i16::MAX - 1 {
+            return Ok(TxnMeta {
+                producer_epoch: meta.producer_epoch + 1,
+                ..meta
+            });
+        }
+        let producer_id = broker
+            .producer_ids
+            .allocate()
+            .await
+            .map_err(|e| TxnError::ProducerIds(e.to_string()))?;
+        Ok(TxnMeta {
+            producer_id,
+            producer_epoch: 0,
+            ..meta
+        })
+    }
+
+    fn check_producer(
+        meta: &TxnMeta,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<(), TxnError> {
+        if meta.producer_id != producer_id {
+            return Err(TxnError::ProducerIdMapping);
+        }
+        if meta.producer_epoch != producer_epoch {
+            return Err(TxnError::Fenced);
+        }
+        Ok(())
+    }
+
+    /// AddPartitionsToTxn and AddOffsetsToTxn: the partitions (by kept names) join the
+    /// producer's transaction, which begins with the first of them.
+    pub(crate) async fn add_partitions(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[(String, i32)],
+    ) -> Result<(), TxnError> {
+        let mut state = self.take_up(broker).await?;
+        let meta = state
+            .txns
+            .get(transactional_id)
+            .cloned()
+            .ok_or(TxnError::ProducerIdMapping)?;
+        Self::check_producer(&meta, producer_id, producer_epoch)?;
+        let now = now_ms();
+        let mut next = match meta.status {
+            TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => return Err(TxnError::Concurrent),
+            TxnStatus::Ongoing => {
+                if partitions.iter().all(|p| meta.partitions.contains(p)) {
+                    return Ok(());
+                }
+                meta
+            }
+            TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort => TxnMeta {
+                status: TxnStatus::Ongoing,
+                partitions: BTreeSet::new(),
+                start_ms: now,
+                ..meta
+            },
+        };
+        next.partitions.extend(partitions.iter().cloned());
+        next.last_update_ms = now;
+        self.persist(broker, &mut state, transactional_id, &next)
+            .await
+    }
+
+    /// EndTxn: commits or aborts the producer's transaction. The decision is stored first;
+    /// then each partition gets its marker. Markers that cannot be written now are written
+    /// by [`TxnCoordinator::tick`]; the decision stands.
+    pub(crate) async fn end(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> Result<(), TxnError> {
+        let mut state = self.take_up(broker).await?;
+        let meta = state
+            .txns
+            .get(transactional_id)
+            .cloned()
+            .ok_or(TxnError::ProducerIdMapping)?;
+        Self::check_producer(&meta, producer_id, producer_epoch)?;
+        match (meta.status, commit) {
+            (TxnStatus::Ongoing, _) => {
+                self.decide(broker, &mut state, transactional_id, meta, commit)
+                    .await?;
+                Ok(())
+            }
+            // A retry of an EndTxn that was answered, or lost on the way back.
+            (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => Ok(()),
+            (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => {
+                Err(TxnError::Concurrent)
+            }
+            (status, _) => Err(TxnError::InvalidState(status.name())),
+        }
+    }
+
+    /// Stores the decision (PrepareCommit or PrepareAbort), then completes it.
+    async fn decide(
+        &self,
+        broker: &Broker,
+        state: &mut State,
+        transactional_id: &str,
+        meta: TxnMeta,
+        commit: bool,
+    ) -> Result<TxnMeta, TxnError> {
+        let prepared = TxnMeta {
+            status: if commit {
+                TxnStatus::PrepareCommit
+            } else {
+                TxnStatus::PrepareAbort
+            },
+            last_update_ms: now_ms(),
+            ..meta
+        };
+        self.persist(broker, state, transactional_id, &prepared)
+            .await?;
+        self.complete(broker, state, transactional_id, prepared)
+            .await
+    }
+
+    /// Writes the markers of a decided transaction and, once every partition has its own,
+    /// stores it complete. Answers the state it is left in (still prepared when a marker
+    /// could not be written).
+    async fn complete(
+        &self,
+        broker: &Broker,
+        state: &mut State,
+        transactional_id: &str,
+        meta: TxnMeta,
+    ) -> Result<TxnMeta, TxnError> {
+        let (kind, done) = match meta.status {
+            TxnStatus::PrepareCommit => (MarkerKind::Commit, TxnStatus::CompleteCommit),
+            TxnStatus::PrepareAbort => (MarkerKind::Abort, TxnStatus::CompleteAbort),
+            _ => return Ok(meta),
+        };
+        let coordinator_epoch = state.loaded_in.unwrap_or(0);
+        if let Err(error) = markers::write(
+            broker,
+            &meta.partitions,
+            (meta.producer_id, meta.producer_epoch),
+            kind,
+            coordinator_epoch,
+        )
+        .await
+        {
+            tracing::warn!(
+                %transactional_id,
+                %error,
+                "transaction markers not written yet; retrying"
+            );
+            return Ok(meta);
+        }
+        let completed = TxnMeta {
+            status: done,
+            partitions: BTreeSet::new(),
+            last_update_ms: now_ms(),
+            start_ms: -1,
+            ..meta
+        };
+        self.persist(broker, state, transactional_id, &completed)
+            .await?;
+        Ok(completed)
+    }
+
+    /// Aborts the transactions open longer than their timeout (fencing their producers with
+    /// a new epoch, as Kafka does) and finishes those decided but not yet marked.
+    pub(crate) async fn tick(&self, broker: &Broker) -> Result<(), TxnError> {
+        if self.local.is_none() && self.leader(broker).await != Some(broker.config.node_id) {
+            return Ok(());
+        }
+        let mut state = self.take_up(broker).await?;
+        let now = now_ms();
+        let due: Vec<(String, TxnMeta)> = state
+            .txns
+            .iter()
+            .filter(|(_, m)| match m.status {
+                TxnStatus::Ongoing => m.start_ms.saturating_add(i64::from(m.timeout_ms)) <= now,
+                TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => true,
+                _ => false,
+            })
+            .map(|(id, m)| (id.clone(), m.clone()))
+            .collect();
+        for (id, meta) in due {
+            if meta.status == TxnStatus::Ongoing {
+                tracing::info!(transactional_id = %id, "aborting a transaction past its timeout");
+                let fenced = self.bump(broker, meta).await?;
+                self.decide(broker, &mut state, &id, fenced, false).await?;
+            } else {
+                self.complete(broker, &mut state, &id, meta).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every transactional id this coordinator knows, with its state.
+    pub(crate) async fn list(&self, broker: &Broker) -> Result<Vec<TxnView>, TxnError> {
+        let state = self.take_up(broker).await?;
+        let mut views: Vec<TxnView> = state
+            .txns
+            .iter()
+            .map(|(id, meta)| TxnView {
+                transactional_id: id.clone(),
+                meta: meta.clone(),
+            })
+            .collect();
+        views.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        Ok(views)
+    }
+
+    /// Writes the new state of a transactional id to the log (with `acks=all` in a
+    /// cluster), then keeps it in memory.
+    async fn persist(
+        &self,
+        broker: &Broker,
+        state: &mut State,
+        transactional_id: &str,
+        meta: &TxnMeta,
+    ) -> Result<(), TxnError> {
+        let mut writer = BatchWriter::new();
+        let key = state_record::encode_key(transactional_id);
+        let value = state_record::encode_value(meta);
+        writer.push(now_ms(), Some(&key), Some(&value), &[]);
+        let mut batch = writer.finish(Compression::None, ProducerFields::NONE)?;
+        if let Some(log) = &self.local {
+            log.write().append(&mut batch, 0)?;
+        } else {
+            let epoch = state.loaded_in.ok_or(TxnError::NotCoordinator)?;
+            let partition = broker
+                .replicas
+                .leader_of_any(&self.topic, 0, epoch)
+                .map_err(TxnError::of_partition)?;
+            let appended = partition
+                .append(&batch, -1)
+                .map_err(TxnError::of_partition)?;
+            let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
+            match partition.replicated(appended.end_offset, deadline).await {
+                Replicated::Done if partition.in_sync() < partition.min_insync_replicas() => {
+                    return Err(TxnError::NotAvailable(
+                        "too few in-sync replicas after the write".into(),
+                    ))
+                }
+                Replicated::Done => {}
+                Replicated::TimedOut => {
+                    return Err(TxnError::NotAvailable(
+                        "the in-sync replicas did not confirm the write in time".into(),
+                    ))
+                }
+                Replicated::NotLeader { .. } => {
+                    // Whoever leads now loads the state afresh.
+                    state.loaded_in = None;
+                    return Err(TxnError::NotCoordinator);
+                }
+            }
+        }
+        state.txns.insert(transactional_id.to_owned(), meta.clone());
+        Ok(())
+    }
+}
+
+/// Reads every record of a state log: the last value of each transactional id wins, a
+/// null value forgets it, and a record that does not decode is skipped with a warning.
+fn replay(log: &Log) -> Result<State, TxnError> {
+    let mut state = State::default();
+    let mut position = log.log_start_offset();
+    while position < log.log_end_offset() {
+        let slice = log.read(position, 1 << 20, None)?;
+        if slice.is_empty() {
+            break;
+        }
+        let bytes = slice.to_verified_bytes()?;
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let decoded = DecodedRecords::decode(rest, skein_log::batch::MAX_DECOMPRESSED)?;
+            for record in decoded.iter() {
+                let record = record?;
+                let Some(Ok(id)) = record.key.map(state_record::decode_key) else {
+                    continue;
+                };
+                match record.value.map(state_record::decode_value) {
+                    Some(Ok(meta)) => {
+                        state.txns.insert(id, meta);
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(transactional_id = %id, %error, "skipping a transaction state record");
+                    }
+                    None => {
+                        state.txns.remove(&id);
+                    }
+                }
+            }
+            rest = &rest[decoded.header.size()..];
+        }
+        position = slice.last_offset + 1;
+    }
+    Ok(state)
+}
