@@ -1,15 +1,23 @@
 //! Bytes a damaged `.txnindex` file or a leader's replicated batch could hand the log's
-//! transaction state: index entries and transaction markers are refused or read, never a
+//! transaction state, or a replicated `__transaction_state` record its coordinator: index
+//! entries, transaction markers and coordinator records are refused or read, never a
 //! panic, and reading allocates nothing the bytes declare.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use skein_log::batch::{read_marker, validate_batch};
+use skein_broker::txn::state_record;
 use skein_log::transactions::{decode_index, Transactions, TxnBatch};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(entries) = decode_index(data) {
         assert!(entries.len() <= data.len() / 34);
+    }
+    let _ = state_record::decode_key(data);
+    if let Ok(meta) = state_record::decode_value(data) {
+        // Each partition takes four bytes of the record at least.
+        assert!(meta.partitions.len() <= data.len() / 4);
+        assert_eq!(state_record::decode_value(&state_record::encode_value(&meta)), Ok(meta));
     }
     // The same bytes as a control batch, its length, magic, attributes and CRC put right,
     // as a leader's marker would arrive.

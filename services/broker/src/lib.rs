@@ -34,7 +34,7 @@ pub mod ssl_principal;
 mod tenants;
 pub mod tls;
 pub mod topics;
-mod txn;
+pub mod txn;
 
 use std::sync::Arc;
 

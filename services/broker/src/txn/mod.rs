@@ -3,7 +3,7 @@
 
 mod coordinator;
 pub(crate) mod markers;
-pub(crate) mod state_record;
+pub mod state_record;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 /// Where a transaction is (Kafka's `TransactionState` ids).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TxnStatus {
+pub enum TxnStatus {
     Empty,
     Ongoing,
     PrepareCommit,
@@ -49,7 +49,7 @@ impl TxnStatus {
     }
 
     /// The name Kafka's DescribeTransactions and ListTransactions give it.
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Self::Empty => "Empty",
             Self::Ongoing => "Ongoing",
@@ -63,21 +63,21 @@ impl TxnStatus {
 
 /// What the coordinator keeps of one transactional id.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct TxnMeta {
-    pub(crate) producer_id: i64,
-    pub(crate) producer_epoch: i16,
-    pub(crate) timeout_ms: i32,
-    pub(crate) status: TxnStatus,
+pub struct TxnMeta {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub status: TxnStatus,
     /// The partitions of the transaction, by the names the broker keeps.
-    pub(crate) partitions: BTreeSet<(String, i32)>,
-    pub(crate) last_update_ms: i64,
+    pub partitions: BTreeSet<(String, i32)>,
+    pub last_update_ms: i64,
     /// When the transaction began (its first partition was added); -1 when none is open.
-    pub(crate) start_ms: i64,
+    pub start_ms: i64,
 }
 
 /// Why bytes are not a `__transaction_state` record.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub(crate) enum StateRecordError {
+pub enum StateRecordError {
     #[error("the record ends before its {0}")]
     Truncated(&'static str),
     #[error("unknown {what} version {version}")]
@@ -90,14 +90,14 @@ pub(crate) enum StateRecordError {
     NegativeCount,
 }
 
-pub(crate) fn encode_key(transactional_id: &str) -> Vec<u8> {
+pub fn encode_key(transactional_id: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 + transactional_id.len());
     out.extend_from_slice(&0i16.to_be_bytes());
     put_string(&mut out, transactional_id);
     out
 }
 
-pub(crate) fn encode_value(meta: &TxnMeta) -> Vec<u8> {
+pub fn encode_value(meta: &TxnMeta) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     out.extend_from_slice(&0i16.to_be_bytes());
     out.extend_from_slice(&meta.producer_id.to_be_bytes());
@@ -124,7 +124,7 @@ pub(crate) fn encode_value(meta: &TxnMeta) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode_key(key: &[u8]) -> Result<String, StateRecordError> {
+pub fn decode_key(key: &[u8]) -> Result<String, StateRecordError> {
     let mut r = Reader(key);
     let version = r.i16("key version")?;
     if version != 0 {
@@ -136,7 +136,7 @@ pub(crate) fn decode_key(key: &[u8]) -> Result<String, StateRecordError> {
     r.string("transactional id")
 }
 
-pub(crate) fn decode_value(value: &[u8]) -> Result<TxnMeta, StateRecordError> {
+pub fn decode_value(value: &[u8]) -> Result<TxnMeta, StateRecordError> {
     let mut r = Reader(value);
     let version = r.i16("value version")?;
     if !(0..=1).contains(&version) {
