@@ -162,6 +162,9 @@ pub(crate) struct ProducerView {
 pub(crate) struct PartitionProducers {
     loaded: bool,
     producers: HashMap<i64, ProducerEntry>,
+    /// Transactional producers (id, epoch) whose coordinator confirmed that their open
+    /// transaction includes this partition; forgotten at the transaction's marker.
+    verified: HashMap<i64, i16>,
 }
 
 impl PartitionProducers {
@@ -244,12 +247,23 @@ impl PartitionProducers {
     /// transaction the coordinator aborted when it fenced the producer) fences the
     /// producer's older epochs here; its sequence numbers go on in the same epoch.
     pub(crate) fn record_marker(&mut self, h: &BatchHeader) {
+        self.verified.remove(&h.producer_id);
         let entry = self.producers.entry(h.producer_id).or_default();
         if h.producer_epoch > entry.epoch {
             entry.batches.clear();
             entry.epoch = h.producer_epoch;
         }
         entry.last_write_ms = now_ms();
+    }
+
+    /// Whether the coordinator confirmed this producer's transaction includes the
+    /// partition (since its last marker here).
+    pub(crate) fn is_verified(&self, producer_id: i64, epoch: i16) -> bool {
+        self.verified.get(&producer_id) == Some(&epoch)
+    }
+
+    pub(crate) fn set_verified(&mut self, producer_id: i64, epoch: i16) {
+        self.verified.insert(producer_id, epoch);
     }
 
     /// Each producer known here, by id.

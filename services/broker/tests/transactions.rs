@@ -112,11 +112,7 @@ fn end(client: &mut Client, id: &str, producer: (i64, i16), commit: bool) -> i16
 }
 
 /// (records bytes, high watermark, last stable offset, aborted (producer, first offset)).
-fn fetch(
-    client: &mut Client,
-    partition: i32,
-    isolation: i8,
-) -> (usize, i64, i64, Aborted) {
+fn fetch(client: &mut Client, partition: i32, isolation: i8) -> (usize, i64, i64, Aborted) {
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(0)
@@ -310,4 +306,44 @@ fn a_transaction_left_open_at_restart_still_holds_the_stable_offset_until_it_tim
         ResponseError::ProducerFenced.code()
     );
     assert_eq!(describe(&mut client, "slow").producer_epoch, producer.1 + 1);
+}
+
+#[test]
+fn a_transactional_batch_outside_its_transaction_is_refused_and_nothing_is_written() {
+    let broker = TestBroker::start();
+    broker.create_topic(TOPIC, 2);
+    let mut client = Client::connect(&broker);
+    let answer = init(&mut client, "strict", 60_000);
+    let producer = (answer.producer_id.0, answer.producer_epoch);
+    // No AddPartitionsToTxn yet: the coordinator knows of no open transaction.
+    assert_eq!(
+        produce(&mut client, "strict", producer, 0, 0, 1),
+        ResponseError::InvalidTxnState.code()
+    );
+    // A producer id the coordinator never handed out for that id.
+    assert_eq!(
+        produce(&mut client, "strict", (producer.0 + 1000, 0), 0, 0, 1),
+        ResponseError::InvalidProducerIdMapping.code()
+    );
+    // Partition 1 is in the transaction, partition 0 is not.
+    assert_eq!(
+        add_partitions(&mut client, "strict", producer, &[1]),
+        vec![0]
+    );
+    assert_eq!(
+        produce(&mut client, "strict", producer, 0, 0, 1),
+        ResponseError::InvalidTxnState.code()
+    );
+    assert_eq!(produce(&mut client, "strict", producer, 1, 0, 1), 0);
+    // Nothing reached partition 0, which stays stable with nothing open.
+    let (bytes, high, stable, _) = fetch(&mut client, 0, 0);
+    assert_eq!((bytes, high, stable), (0, 0, 0));
+    // After the commit the partition needs a new confirmation for the next transaction.
+    assert_eq!(end(&mut client, "strict", producer, true), 0);
+    assert_eq!(
+        produce(&mut client, "strict", producer, 1, 1, 1),
+        ResponseError::InvalidTxnState.code()
+    );
+    let (_, high, stable, _) = fetch(&mut client, 1, 1);
+    assert_eq!((high, stable), (2, 2));
 }

@@ -77,6 +77,17 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
                     continue;
                 }
             };
+            // A transactional batch is taken only once the producer's coordinator confirms
+            // the partition is in its open transaction (once per transaction here).
+            if let Some(records) = data.records.as_deref() {
+                if let Err(e) =
+                    verify_transactions(call, &request.transactional_id, &partition, records).await
+                {
+                    tracing::debug!(%name, partition = data.index, error = ?e, "transactional produce refused");
+                    partitions.push(answer.with_error_code(e.code()));
+                    continue;
+                }
+            }
             let written = data
                 .records
                 .as_deref()
@@ -132,6 +143,30 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
         }
     }
     ProduceResponse::default().with_responses(responses)
+}
+
+/// Verifies, with the tenant's transaction coordinator, each transactional producer of
+/// `records` not yet confirmed for this partition.
+async fn verify_transactions(
+    call: &Call<'_>,
+    transactional_id: &Option<kafka_protocol::messages::TransactionalId>,
+    partition: &crate::replica::Partition<'_>,
+    records: &[u8],
+) -> Result<(), ResponseError> {
+    let unverified = partition.unverified_transactions(records);
+    if unverified.is_empty() {
+        return Ok(());
+    }
+    // Transactional records need the transactional id they belong to (as Kafka answers).
+    let Some(id) = transactional_id else {
+        return Err(ResponseError::TransactionalIdAuthorizationFailed);
+    };
+    let target = (partition.topic().to_owned(), partition.index());
+    for producer in unverified {
+        crate::txn::verify(call.broker, &call.scope, id.as_str(), producer, &target).await?;
+        partition.set_transaction_verified(producer);
+    }
+    Ok(())
 }
 
 /// A partition's answer for a write it refused, naming the leader where one is known and

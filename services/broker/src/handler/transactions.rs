@@ -13,13 +13,13 @@ use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
 use kafka_protocol::messages::{
-    describe_producers_response, describe_transactions_response, list_transactions_response,
-    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse, ApiKey, DescribeProducersRequest, DescribeProducersResponse,
-    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
-    ListTransactionsRequest, ListTransactionsResponse, ProducerId, TopicName, TransactionalId,
-    TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
-    WriteTxnMarkersResponse,
+    add_partitions_to_txn_response, describe_producers_response, describe_transactions_response,
+    list_transactions_response, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, DescribeProducersRequest,
+    DescribeProducersResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
+    EndTxnRequest, EndTxnResponse, ListTransactionsRequest, ListTransactionsResponse, ProducerId,
+    TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -36,6 +36,9 @@ pub(crate) async fn add_partitions(
     call: &Call<'_>,
     request: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
+    if call.version >= 4 {
+        return verify_partitions(call, request).await;
+    }
     let (broker, access) = (call.broker, call.access());
     let id = request.v3_and_below_transactional_id.0.as_str();
     let answer = |errors: Vec<(kafka_protocol::messages::TopicName, Vec<(i32, i16)>)>| {
@@ -140,6 +143,69 @@ pub(crate) async fn add_partitions(
         }
     };
     answer(every(code))
+}
+
+/// AddPartitionsToTxn v4 with `verify_only`, from another broker leading a partition a
+/// transactional producer writes to: is the partition in the producer's open transaction?
+/// Names are as the brokers keep them; only the cluster's own connections may ask, and
+/// adding partitions this way (without `verify_only`) is not offered.
+async fn verify_partitions(
+    call: &Call<'_>,
+    request: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    let broker = call.broker;
+    let allowed = call.access().cluster(Operation::ClusterAction) && call.scope.tenant().is_none();
+    let mut results = Vec::new();
+    for txn in request.transactions {
+        let mut topic_results = Vec::new();
+        for topic in txn.topics {
+            let kept = topic.name.0.as_str().to_owned();
+            let mut partitions = Vec::new();
+            for index in topic.partitions {
+                let code = if !allowed {
+                    ResponseError::ClusterAuthorizationFailed.code()
+                } else if !txn.verify_only {
+                    ResponseError::InvalidRequest.code()
+                } else {
+                    let scope = match broker.topics.tenancy().split(&kept) {
+                        (Some(tenant), _) => {
+                            crate::scope::Scope::Tenant(std::sync::Arc::from(tenant))
+                        }
+                        (None, _) => crate::scope::Scope::Plain,
+                    };
+                    match broker
+                        .transactions_of(&scope)
+                        .verify(
+                            broker,
+                            txn.transactional_id.0.as_str(),
+                            (txn.producer_id.0, txn.producer_epoch),
+                            &(kept.clone(), index),
+                        )
+                        .await
+                    {
+                        Ok(()) => 0,
+                        Err(e) => e.produce_code().code(),
+                    }
+                };
+                partitions.push(
+                    AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(index)
+                        .with_partition_error_code(code),
+                );
+            }
+            topic_results.push(
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(topic.name)
+                    .with_results_by_partition(partitions),
+            );
+        }
+        results.push(
+            add_partitions_to_txn_response::AddPartitionsToTxnResult::default()
+                .with_transactional_id(txn.transactional_id)
+                .with_topic_results(topic_results),
+        );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
 }
 
 /// AddOffsetsToTxn: the group's offsets partition joins the transaction, so that the
@@ -371,14 +437,15 @@ pub(crate) async fn write_markers(
     WriteTxnMarkersResponse::default().with_markers(results)
 }
 
-/// AddPartitionsToTxn versions 0 to 3 (4 on, KIP-890's batched form, is not offered).
+/// AddPartitionsToTxn versions 0 to 3 from producers; version 4, KIP-890's form, between
+/// brokers to verify a transaction (`verify_only`).
 pub(crate) struct AddPartitionsToTxn;
 
 impl Api for AddPartitionsToTxn {
     type Request = AddPartitionsToTxnRequest;
     type Response = AddPartitionsToTxnResponse;
     const KEY: ApiKey = ApiKey::AddPartitionsToTxn;
-    const VERSIONS: (i16, i16) = (0, 3);
+    const VERSIONS: (i16, i16) = (0, 4);
 
     async fn handle(call: &Call<'_>, request: Self::Request) -> Option<Self::Response> {
         Some(add_partitions(call, request).await)

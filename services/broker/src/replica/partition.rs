@@ -396,6 +396,15 @@ impl Partition<'_> {
         let mut first = None;
         let mut log_append_time = None;
         for (at, header) in batches {
+            // Checked again under the log's lock: a marker written since the coordinator
+            // confirmed the transaction ended it here, and this batch must not open another.
+            if header.is_transactional()
+                && !state.is_verified(header.producer_id, header.producer_epoch)
+            {
+                return Err(PartitionError::Producer(
+                    kafka_protocol::ResponseError::InvalidTxnState,
+                ));
+            }
             match state.check(&header) {
                 Verdict::Append => {
                     let mut bytes = BytesMut::from(&records[at..at + header.size()]);
@@ -416,6 +425,41 @@ impl Partition<'_> {
             log_append_time,
             log_start_offset: log.log_start_offset() as i64,
         })
+    }
+
+    /// The transactional producers (id, epoch) of the batches in `records` whose
+    /// coordinator has not yet confirmed that their transaction includes this partition.
+    /// Batches that do not parse are left to the log to refuse.
+    pub(crate) fn unverified_transactions(&self, records: &[u8]) -> Vec<(i64, i16)> {
+        let state = self.manager.producers.partition(&self.tp);
+        let state = state.lock();
+        let mut found = Vec::new();
+        let mut at = 0usize;
+        while let Some(Ok(header)) = records.get(at..).map(BatchHeader::parse) {
+            if header.is_transactional() && header.producer_id >= 0 {
+                let producer = (header.producer_id, header.producer_epoch);
+                if !state.is_verified(producer.0, producer.1) && !found.contains(&producer) {
+                    found.push(producer);
+                }
+            }
+            at += header.size();
+        }
+        found
+    }
+
+    /// Remembers the coordinator's confirmation until the transaction's marker.
+    pub(crate) fn set_transaction_verified(&self, producer: (i64, i16)) {
+        let state = self.manager.producers.partition(&self.tp);
+        state.lock().set_verified(producer.0, producer.1);
+    }
+
+    /// The name the broker keeps for the partition's topic.
+    pub(crate) fn topic(&self) -> &str {
+        &self.tp.topic
+    }
+
+    pub(crate) fn index(&self) -> i32 {
+        self.tp.partition
     }
 
     /// The producers that wrote to this partition (DescribeProducers), each with the first

@@ -74,6 +74,17 @@ impl TxnError {
         }
     }
 
+    /// The error a Produce of a transactional batch gets when its transaction does not
+    /// verify: the epoch fenced, or no open transaction with the partition in it.
+    pub(crate) fn produce_code(&self) -> ResponseError {
+        match self {
+            Self::Fenced => ResponseError::InvalidProducerEpoch,
+            Self::ProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+            Self::InvalidState(_) => ResponseError::InvalidTxnState,
+            other => other.code(0, 0),
+        }
+    }
+
     fn of_partition(e: PartitionError) -> Self {
         match e {
             PartitionError::NotLeader { .. } | PartitionError::FencedLeaderEpoch { .. } => {
@@ -353,6 +364,30 @@ impl TxnCoordinator {
         next.last_update_ms = now;
         self.persist(broker, &mut state, transactional_id, &next)
             .await
+    }
+
+    /// Whether `producer` (id, epoch) of `transactional_id` has a transaction open that
+    /// includes `partition` (a name as the broker keeps it): a partition's leader asks before
+    /// it takes the first transactional batch of a transaction (as KIP-890's verification
+    /// does), so no batch opens a transaction its coordinator does not know of, which would
+    /// hold back the partition's stable offset with nothing to ever end it.
+    pub(crate) async fn verify(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        producer: (i64, i16),
+        partition: &(String, i32),
+    ) -> Result<(), TxnError> {
+        let state = self.take_up(broker).await?;
+        let meta = state
+            .txns
+            .get(transactional_id)
+            .ok_or(TxnError::ProducerIdMapping)?;
+        Self::check_producer(meta, producer.0, producer.1)?;
+        if meta.status != TxnStatus::Ongoing || !meta.partitions.contains(partition) {
+            return Err(TxnError::InvalidState(meta.status.name()));
+        }
+        Ok(())
     }
 
     /// EndTxn: commits or aborts the producer's transaction. The decision is stored first;
