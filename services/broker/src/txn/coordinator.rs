@@ -494,8 +494,17 @@ impl TxnCoordinator {
     /// Aborts the transactions open longer than their timeout (fencing their producers with
     /// a new epoch, as Kafka does) and finishes those decided but not yet marked.
     pub(crate) async fn tick(&self, broker: &Broker) -> Result<(), TxnError> {
-        if self.local.is_none() && self.leader(broker).await != Some(broker.config.node_id) {
-            return Ok(());
+        if self.local.is_none() {
+            // Looked up without creating it: until a transactional producer needs the state
+            // topic, there is nothing to time out.
+            let leader = broker
+                .topics
+                .get(&self.topic)
+                .and_then(|info| info.placement_of(0, broker.config.node_id))
+                .map(|p| p.leader);
+            if leader != Some(broker.config.node_id) {
+                return Ok(());
+            }
         }
         let mut state = self.take_up(broker).await?;
         let now = now_ms();
