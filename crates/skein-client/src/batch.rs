@@ -86,11 +86,69 @@ pub(crate) struct Decoded {
 /// at most [`MAX_DECOMPRESSED`] (what a broker stores is within that), and nothing is
 /// allocated for a count or length the bytes cannot back. Keys and values of uncompressed
 /// batches are slices of `data`, not copies.
+/// The aborted transactions a `read_committed` answer named, as (producer id, first
+/// offset): a transactional batch of such a producer from that offset up to its abort
+/// marker is left out, as Kafka's consumers do.
+#[derive(Debug, Default)]
+pub(crate) struct AbortedFilter {
+    /// Not yet reached, by first offset, latest first (popped from the end).
+    ahead: Vec<(i64, i64)>,
+    /// Producers inside an aborted transaction at the current batch.
+    inside: std::collections::HashSet<i64>,
+}
+
+impl AbortedFilter {
+    pub(crate) fn new(aborted: &[(i64, i64)]) -> Self {
+        let mut ahead: Vec<(i64, i64)> = aborted.iter().map(|&(p, first)| (first, p)).collect();
+        ahead.sort_unstable_by(|a, b| b.cmp(a));
+        Self {
+            ahead,
+            inside: std::collections::HashSet::new(),
+        }
+    }
+
+    /// Whether the batch `header` belongs to an aborted transaction (control batches are
+    /// left out anyway; a marker closes its producer's transaction).
+    fn skips(&mut self, header: &BatchHeader) -> bool {
+        while self
+            .ahead
+            .last()
+            .is_some_and(|&(first, _)| first <= header.last_offset())
+        {
+            if let Some((_, producer)) = self.ahead.pop() {
+                self.inside.insert(producer);
+            }
+        }
+        if header.is_control() {
+            self.inside.remove(&header.producer_id);
+            return false;
+        }
+        header.is_transactional() && self.inside.contains(&header.producer_id)
+    }
+}
+
 pub(crate) fn decode(
     topic: &str,
     partition: i32,
     data: Bytes,
     from_offset: i64,
+) -> Result<Decoded, BoxError> {
+    decode_committed(
+        topic,
+        partition,
+        data,
+        from_offset,
+        &mut AbortedFilter::default(),
+    )
+}
+
+/// [`decode`], leaving out the batches of aborted transactions `aborted` names.
+pub(crate) fn decode_committed(
+    topic: &str,
+    partition: i32,
+    data: Bytes,
+    from_offset: i64,
+    aborted: &mut AbortedFilter,
 ) -> Result<Decoded, BoxError> {
     let mut decoded = Decoded::default();
     let mut at = 0usize;
@@ -106,6 +164,11 @@ pub(crate) fn decode(
         }
         let batch = &data[at..at + header.size()];
         header.verify_crc(batch)?;
+        if aborted.skips(&header) {
+            at += header.size();
+            decoded.next_offset = Some(header.last_offset().saturating_add(1));
+            continue;
+        }
         let records = match header.compression()? {
             SkeinCompression::None => data.slice(at + HEADER_LEN..at + header.size()),
             codec => Bytes::from(decompress(codec, &batch[HEADER_LEN..], MAX_DECOMPRESSED)?),

@@ -25,6 +25,19 @@ pub struct FetchOptions {
     pub max_bytes: i32,
     /// The most bytes from one partition (`max.partition.fetch.bytes`).
     pub partition_max_bytes: i32,
+    /// Which records to see (`isolation.level`): by default only committed ones.
+    pub isolation: Isolation,
+}
+
+/// Which records a fetch sees (Kafka's `isolation.level`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// Records up to the last stable offset, without those of aborted transactions (as
+    /// librdkafka's default).
+    #[default]
+    ReadCommitted,
+    /// Every record up to the high watermark, aborted transactions' too.
+    ReadUncommitted,
 }
 
 impl Default for FetchOptions {
@@ -34,6 +47,7 @@ impl Default for FetchOptions {
             min_bytes: 1,
             max_bytes: 50 * 1024 * 1024,
             partition_max_bytes: 1024 * 1024,
+            isolation: Isolation::default(),
         }
     }
 }
@@ -60,6 +74,12 @@ impl FetchOptions {
     /// Sets the most bytes from one partition.
     pub fn with_partition_max_bytes(mut self, partition_max_bytes: i32) -> Self {
         self.partition_max_bytes = partition_max_bytes;
+        self
+    }
+
+    /// Sets which records to see.
+    pub fn with_isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
         self
     }
 }
@@ -169,6 +189,10 @@ impl Client {
             .with_max_wait_ms(max_wait_ms)
             .with_min_bytes(options.min_bytes)
             .with_max_bytes(options.max_bytes)
+            .with_isolation_level(match options.isolation {
+                Isolation::ReadCommitted => 1,
+                Isolation::ReadUncommitted => 0,
+            })
             .with_topics(topics);
         let timeout = options.max_wait + self.config().request_timeout;
         let response = connection.send_with_timeout(&request, timeout).await?;
@@ -208,12 +232,19 @@ impl Client {
                 answers.push(Err(error));
                 continue;
             }
+            let aborted: Vec<(i64, i64)> = data
+                .aborted_transactions
+                .iter()
+                .flatten()
+                .map(|t| (t.producer_id.0, t.first_offset))
+                .collect();
             let decoded = match &data.records {
-                Some(records) => batch::decode(
+                Some(records) => batch::decode_committed(
                     &target.topic,
                     target.partition,
                     records.clone(),
                     target.offset,
+                    &mut batch::AbortedFilter::new(&aborted),
                 )
                 .map_err(|source| ClientError::RecordBatch {
                     topic: target.topic.clone(),

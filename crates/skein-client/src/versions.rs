@@ -30,6 +30,10 @@ pub(crate) const CLIENT_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::SaslHandshake, 1, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
+    // Between brokers: a transaction coordinator's markers, and a partition leader asking
+    // the coordinator to verify a transaction (KIP-890's `verify_only` form only).
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::AddPartitionsToTxn, 4, 4),
 ];
 
 /// This client's version range for an API.

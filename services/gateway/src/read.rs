@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use skein_client::{Client, ConsumerRecord, FetchOptions, OffsetSpec};
+use skein_client::{Client, ConsumerRecord, FetchOptions, Isolation, OffsetSpec};
 
 use crate::brokers::TenantClient;
 use crate::error::GatewayError;
@@ -80,17 +80,33 @@ pub fn reader(tenant: &TenantClient, max_wait: Duration) -> Client {
     }
 }
 
+/// How much one read may return and wait, and which records it may see.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadLimits {
+    pub max_records: usize,
+    pub max_bytes: i32,
+    pub max_wait: Duration,
+    /// `ReadCommitted` (the gateway's default) stops at the last stable offset and never
+    /// returns a record of an aborted transaction.
+    pub isolation: Isolation,
+}
+
 /// Reads one partition from `offset` with `client` (see [`reader`]).
 pub async fn read(
     client: &Client,
     topic: &str,
     partition: i32,
     offset: i64,
-    max_records: usize,
-    max_bytes: i32,
-    max_wait: Duration,
+    limits: ReadLimits,
 ) -> Result<ReadBatch, GatewayError> {
+    let ReadLimits {
+        max_records,
+        max_bytes,
+        max_wait,
+        isolation,
+    } = limits;
     let options = FetchOptions::default()
+        .with_isolation(isolation)
         .with_max_wait(max_wait.min(MAX_WAIT))
         .with_max_bytes(max_bytes)
         .with_partition_max_bytes(max_bytes);

@@ -179,6 +179,7 @@ async fn grpc_call(address: &str, token: &str, call: Call) -> Outcome {
     let subscribe = |mode| pb::Subscribe {
         topic: "orders".to_owned(),
         mode: Some(mode),
+        isolation: pb::Isolation::ReadCommitted as i32,
         credit: Some(pb::Credit {
             records: 10,
             bytes: 0,

@@ -810,6 +810,7 @@ fn grpc_produce_and_consume_cross_with_native_clients_and_keep_to_credit() {
                         ..Default::default()
                     },
                 )),
+                isolation: pb::Isolation::ReadCommitted as i32,
                 credit: Some(pb::Credit {
                     records: 100,
                     bytes: 0,
@@ -1091,6 +1092,7 @@ fn grpc_streams_end_at_token_expiry_and_resume_from_tokens_and_committed_offsets
                     ..Default::default()
                 },
             )),
+            isolation: pb::Isolation::ReadCommitted as i32,
             credit: Some(pb::Credit {
                 records: 5,
                 bytes: 0,
@@ -1152,6 +1154,7 @@ fn grpc_streams_end_at_token_expiry_and_resume_from_tokens_and_committed_offsets
                     ..Default::default()
                 },
             )),
+            isolation: pb::Isolation::ReadCommitted as i32,
             credit: Some(pb::Credit {
                 records: 0,
                 bytes: 0,
@@ -1224,6 +1227,7 @@ fn grpc_streams_end_at_token_expiry_and_resume_from_tokens_and_committed_offsets
                     ..Default::default()
                 },
             )),
+            isolation: pb::Isolation::ReadCommitted as i32,
             credit: None,
         };
         let mut open = consume(&mut client, &svc, latest).await.unwrap();

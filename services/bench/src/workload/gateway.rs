@@ -370,6 +370,7 @@ pub fn grpc_consume(gateway: &GatewayAccess, topic: &str, records: u64) -> anyho
                     ..Default::default()
                 },
             )),
+            isolation: pb::Isolation::ReadCommitted as i32,
             credit: Some(pb::Credit {
                 records: CONSUME_CREDIT,
                 bytes: 0,

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use skein_auth::{Operation, ResourceType};
 use skein_client::{
-    Consumer, ConsumerConfig, ConsumerRecord, FetchOptions, OffsetReset, OffsetSpec,
+    Consumer, ConsumerConfig, ConsumerRecord, FetchOptions, Isolation, OffsetReset, OffsetSpec,
 };
 use skein_proto::gateway as pb;
 use tokio::sync::mpsc;
@@ -39,7 +39,7 @@ use crate::call::Call;
 use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
 use crate::quota::Metered;
-use crate::read::{read, resolve, Start};
+use crate::read::{read, resolve, ReadLimits, Start};
 use crate::Gateway;
 
 /// How long a fetch waits for records.
@@ -107,6 +107,7 @@ enum Source {
         reader: skein_client::Client,
         /// The next offset to fetch, per partition.
         positions: BTreeMap<i32, i64>,
+        isolation: Isolation,
     },
     Group {
         group: String,
@@ -212,6 +213,11 @@ pub(super) async fn start(
     let topic = subscribe.topic.clone();
     let summary = call.topic_known(&gateway, &topic, Operation::Read).await?;
     let tenant = call.client(&gateway).await?;
+    let isolation = match pb::Isolation::try_from(subscribe.isolation) {
+        Ok(pb::Isolation::ReadUncommitted) => Isolation::ReadUncommitted,
+        Ok(_) => Isolation::ReadCommitted,
+        Err(_) => return Err(Status::invalid_argument("unknown isolation")),
+    };
     let source = match subscribe.mode {
         Some(pb::subscribe::Mode::Group(group)) => {
             if group.group_id.is_empty() {
@@ -224,7 +230,9 @@ pub(super) async fn start(
             };
             let mut config = ConsumerConfig::new(group.group_id.clone(), [topic.clone()])
                 .with_auto_offset_reset(reset);
-            config.fetch = FetchOptions::default().with_max_wait(FETCH_WAIT);
+            config.fetch = FetchOptions::default()
+                .with_max_wait(FETCH_WAIT)
+                .with_isolation(isolation);
             Source::Group {
                 group: group.group_id.clone(),
                 consumer: Box::new(Consumer::new(&tenant.client, config)),
@@ -287,6 +295,7 @@ pub(super) async fn start(
                 reader: tenant.client.detached(),
                 tenant,
                 positions,
+                isolation,
             }
         }
         None => {
@@ -572,7 +581,10 @@ impl Session {
         let view = self.gateway.view.now();
         let records = match &mut self.source {
             Source::Partitions {
-                reader, positions, ..
+                reader,
+                positions,
+                isolation,
+                ..
             } => {
                 if positions.is_empty() {
                     tokio::time::sleep(FETCH_WAIT).await;
@@ -584,9 +596,12 @@ impl Session {
                         &self.topic,
                         *partition,
                         *offset,
-                        BATCH_RECORDS,
-                        1024 * 1024,
-                        FETCH_WAIT,
+                        ReadLimits {
+                            max_records: BATCH_RECORDS,
+                            max_bytes: 1024 * 1024,
+                            max_wait: FETCH_WAIT,
+                            isolation: *isolation,
+                        },
                     )
                 });
                 let batches = futures::future::join_all(reads).await;

@@ -27,7 +27,7 @@ use crate::call::Call;
 use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
 use crate::quota::Metered;
-use crate::read::{read, resolve, Start};
+use crate::read::{read, resolve, ReadLimits, Start};
 use crate::Gateway;
 
 /// Where the tail starts.
@@ -44,6 +44,9 @@ pub struct EventsQuery {
     pub last_event_id: Option<String>,
     /// The token, for clients that cannot send an Authorization header (EventSource).
     pub access_token: Option<String>,
+    /// `read_committed` (the default: never a record of an aborted transaction) or
+    /// `read_uncommitted`.
+    pub isolation: Option<super::format::IsolationLevel>,
     /// Default `string`.
     pub key_format: Option<super::format::Format>,
     /// Default `json`.
@@ -184,6 +187,7 @@ pub async fn events(
         value_format: query.value_format,
         header_format: query.header_format,
     };
+    let isolation = super::format::IsolationLevel::of(query.isolation);
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let expires_at = call.caller.expires_at;
     let client = tenant.client.detached();
@@ -220,9 +224,12 @@ pub async fn events(
                     &topic,
                     *partition,
                     *offset,
-                    500,
-                    1024 * 1024,
-                    Duration::from_secs(1),
+                    ReadLimits {
+                        max_records: 500,
+                        max_bytes: 1024 * 1024,
+                        max_wait: Duration::from_secs(1),
+                        isolation,
+                    },
                 )
             });
             // A client that went away ends the tail at once, records or not.

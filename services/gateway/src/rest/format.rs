@@ -8,6 +8,27 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+/// Which records a read returns (Kafka's `isolation.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationLevel {
+    /// Records of committed transactions and non-transactional ones, up to the last stable
+    /// offset; never a record of an aborted transaction.
+    #[default]
+    ReadCommitted,
+    /// Every record up to the high watermark, aborted transactions' too.
+    ReadUncommitted,
+}
+
+impl IsolationLevel {
+    pub fn of(level: Option<Self>) -> skein_client::Isolation {
+        match level.unwrap_or_default() {
+            Self::ReadCommitted => skein_client::Isolation::ReadCommitted,
+            Self::ReadUncommitted => skein_client::Isolation::ReadUncommitted,
+        }
+    }
+}
+
 /// The encoding of a key, value or header value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]

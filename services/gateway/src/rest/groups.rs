@@ -29,12 +29,12 @@ use skein_http::{ApiJson, ApiPath, ApiQuery, Problem};
 use utoipa::{IntoParams, ToSchema};
 
 use super::body::{Formats, RecordOut};
-use super::format::Format;
+use super::format::{Format, IsolationLevel};
 use crate::brokers::TenantClient;
 use crate::call::Call;
 use crate::error::GatewayError;
 use crate::quota::Metered;
-use crate::read::{read, reader, resolve, Start};
+use crate::read::{read, reader, resolve, ReadLimits, Start};
 use crate::Gateway;
 
 /// The most records one read returns.
@@ -175,6 +175,9 @@ pub struct GroupReadQuery {
     pub max_records: Option<usize>,
     /// How long to wait for records when there are none yet (default 0, at most 30000).
     pub max_wait_ms: Option<u64>,
+    /// `read_committed` (the default: never a record of an aborted transaction) or
+    /// `read_uncommitted`.
+    pub isolation: Option<IsolationLevel>,
     /// Default `string`.
     pub key_format: Option<Format>,
     /// Default `json`.
@@ -409,9 +412,12 @@ pub async fn read_group(
             topic,
             *partition,
             *offset,
-            max_records,
-            1024 * 1024,
-            max_wait,
+            ReadLimits {
+                max_records,
+                max_bytes: 1024 * 1024,
+                max_wait,
+                isolation: IsolationLevel::of(query.isolation),
+            },
         )
     });
     let batches = futures::future::join_all(reads).await;

@@ -49,7 +49,7 @@ use crate::Gateway;
         healthz,
         readyz,
     ),
-    components(schemas(Problem, body::RecordOut)),
+    components(schemas(Problem, body::RecordOut, format::IsolationLevel)),
     modifiers(&Credentials),
     security(("bearer" = []), ("api_key" = []))
 )]

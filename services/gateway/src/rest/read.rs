@@ -16,7 +16,7 @@ use super::body::{Formats, RecordOut};
 use crate::call::Call;
 use crate::error::GatewayError;
 use crate::quota::Metered;
-use crate::read::{read, reader, resolve, Start};
+use crate::read::{read, reader, resolve, ReadLimits, Start};
 use crate::Gateway;
 
 /// The most bytes one partition read asks the brokers for.
@@ -42,6 +42,9 @@ pub struct ReadQuery {
     pub max_bytes: Option<i32>,
     /// How long to wait for records when there are none yet (default 0, at most 30000).
     pub max_wait_ms: Option<u64>,
+    /// `read_committed` (the default: never a record of an aborted transaction) or
+    /// `read_uncommitted`.
+    pub isolation: Option<super::format::IsolationLevel>,
     /// Default `string`.
     pub key_format: Option<super::format::Format>,
     /// Default `json`.
@@ -119,9 +122,12 @@ pub async fn read_partition(
         &topic,
         partition,
         offset,
-        max_records,
-        max_bytes,
-        max_wait,
+        ReadLimits {
+            max_records,
+            max_bytes,
+            max_wait,
+            isolation: super::format::IsolationLevel::of(query.isolation),
+        },
     )
     .await?;
     gateway.quotas.charge(

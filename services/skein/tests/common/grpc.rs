@@ -133,6 +133,7 @@ pub fn group(topic: &str, group: &str, records: u32) -> pb::Subscribe {
             group_id: group.to_owned(),
             start: pb::StartFrom::Earliest as i32,
         })),
+        isolation: pb::Isolation::ReadCommitted as i32,
         credit: Some(pb::Credit { records, bytes: 0 }),
     }
 }
