@@ -24,11 +24,9 @@ fn node_modules() -> String {
     modules
 }
 
-#[test]
-fn kafkajs_round_trip_with_a_consumer_group() {
-    let broker = TestBroker::start();
+fn run_kafkajs(script: &str, broker: &TestBroker) {
     let script = format!(
-        "{}/../../tests/clients/kafkajs_roundtrip.js",
+        "{}/../../tests/clients/{script}",
         env!("CARGO_MANIFEST_DIR")
     );
     // A client that hangs fails the test after five minutes instead of holding it up.
@@ -46,4 +44,16 @@ fn kafkajs_round_trip_with_a_consumer_group() {
         "kafkajs failed\nstdout:\n{stdout}\nstderr:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn kafkajs_round_trip_with_a_consumer_group() {
+    let broker = TestBroker::start();
+    run_kafkajs("kafkajs_roundtrip.js", &broker);
+}
+
+#[test]
+fn kafkajs_transactions_commit_abort_send_offsets_and_fence() {
+    let broker = TestBroker::start();
+    run_kafkajs("kafkajs_transactions.js", &broker);
 }
