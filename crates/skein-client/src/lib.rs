@@ -16,7 +16,9 @@
 //!   [`Client::describe_topic_configs`];
 //! - [`Consumer`] (`group/`): a consumer-group member with the classic protocol and the
 //!   range assignor;
-//! - [`ClientError`] (`error.rs`): every failure, with the Kafka error when a broker sent one.
+//! - [`ClientError`] (`error.rs`): every failure, with the Kafka error when a broker sent one;
+//! - `exactly_once` (feature `postgres`): consumption into PostgreSQL that stores each
+//!   partition's position in the same transaction as the rows, fenced by owner epochs.
 //!
 //! ```no_run
 //! use skein_client::{Client, ClientConfig, FetchOptions, NewTopic, ProduceRecord, Producer,
@@ -44,6 +46,8 @@ mod cluster;
 mod config;
 mod connection;
 mod error;
+#[cfg(feature = "postgres")]
+pub mod exactly_once;
 mod fetch;
 mod group;
 mod metadata;
