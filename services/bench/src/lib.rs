@@ -26,12 +26,13 @@ use clap::Args;
 
 pub use brokers::{BrokerUnderTest, ChildBroker, SkeinBroker};
 pub use cluster::{measure_cluster, run_cluster, ClusterArgs, ClusterReport};
-pub use report::{GatewayRow, Report, GRPC_PRODUCE_TARGET};
+pub use report::{GatewayRow, Report, TxnRow, GRPC_PRODUCE_TARGET, TRANSACTIONAL_TARGET};
 pub use secured::{
     Measured, SecuredRow, SecuredWorkload, SASL_SSL_TARGET, SECURED_PRODUCERS, SECURED_ROUNDS,
 };
 pub use workload::{
     GatewayAccess, GatewayApi, GatewayRun, GatewaySpec, GroupSpec, LatencySpec, ProduceSpec,
+    TxnSpec,
 };
 
 /// `skein-bench broker` options.
@@ -60,7 +61,8 @@ pub struct BrokerArgs {
     #[arg(long, default_value_t = 300_000)]
     pub gateway_records: u64,
     /// Run only the workloads whose label contains this text (`x16p`, `100 B`, `acks=all`,
-    /// `latency`, `group`, `gateway`, `REST`, `gRPC`, `gRPC produce`, `SASL_SSL`)
+    /// `latency`, `group`, `gateway`, `REST`, `gRPC`, `gRPC produce`, `SASL_SSL`,
+    /// `transactions`)
     #[arg(long)]
     pub only: Option<String>,
     /// Skein's data directory (default: a new temporary directory, removed afterwards)
@@ -139,6 +141,20 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
                     workload::consume(&bootstrap, &topic, spec.partitions, spec.records)?;
                 report.consume(name, spec, consumed);
             }
+        }
+        let txn_spec = TxnSpec::standard(bytes);
+        if name == "skein" && args.selects(&txn_spec.to_string()) {
+            eprintln!("{name}: {txn_spec}, and idempotent for reference");
+            let idempotent =
+                workload::produce_idempotent(&bootstrap, "bench-idempotent", &txn_spec)?;
+            let transactional =
+                workload::produce_transactional(&bootstrap, "bench-transactional", &txn_spec)?;
+            report.transactions(TxnRow {
+                broker: name,
+                spec: txn_spec,
+                transactional,
+                idempotent,
+            });
         }
         if let Some(gateway) = broker.gateway() {
             for spec in GatewaySpec::matrix(args.gateway_records) {

@@ -5,10 +5,51 @@ use std::time::Duration;
 
 use crate::workload::{
     record_size, GatewayApi, GatewayRun, GatewaySpec, GroupSpec, Latency, ProduceSpec, Throughput,
+    TxnSpec,
 };
 
 /// The ratio of gateway to native gRPC streaming produce throughput aimed for.
 pub const GRPC_PRODUCE_TARGET: f64 = 0.5;
+
+/// The ratio of transactional to idempotent produce throughput aimed for.
+pub const TRANSACTIONAL_TARGET: f64 = 0.7;
+
+/// Transactional produce beside idempotent produce of the same records, same run.
+#[derive(Debug, Clone, Copy)]
+pub struct TxnRow {
+    pub broker: &'static str,
+    pub spec: TxnSpec,
+    pub transactional: Throughput,
+    pub idempotent: Throughput,
+}
+
+impl TxnRow {
+    pub fn ratio(&self) -> f64 {
+        self.transactional.records_per_sec() / self.idempotent.records_per_sec()
+    }
+}
+
+impl fmt::Display for TxnRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cell =
+            |t: &Throughput| format!("{:.1} MiB/s {:.0}/s", t.mib_per_sec(), t.records_per_sec());
+        let met = if self.ratio() >= TRANSACTIONAL_TARGET {
+            "met"
+        } else {
+            "NOT met"
+        };
+        writeln!(
+            f,
+            "{} on {}: transactional {}, idempotent {}, ratio {:.2} \
+             (target >= {TRANSACTIONAL_TARGET}: {met})",
+            self.spec,
+            self.broker,
+            cell(&self.transactional),
+            cell(&self.idempotent),
+            self.ratio()
+        )
+    }
+}
 
 /// One gateway run beside librdkafka moving the same records.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +84,7 @@ pub struct Report {
     pub groups: Vec<(&'static str, GroupSpec, Vec<Duration>)>,
     pub gateway: Vec<GatewayRow>,
     pub secured: Vec<crate::secured::SecuredRow>,
+    pub transactions: Vec<TxnRow>,
 }
 
 impl Report {
@@ -56,7 +98,12 @@ impl Report {
             groups: Vec::new(),
             gateway: Vec::new(),
             secured: Vec::new(),
+            transactions: Vec::new(),
         }
+    }
+
+    pub(crate) fn transactions(&mut self, row: TxnRow) {
+        self.transactions.push(row);
     }
 
     pub(crate) fn secured(&mut self, row: crate::secured::SecuredRow) {
@@ -267,6 +314,9 @@ impl fmt::Display for Report {
         }
         writeln!(f)?;
         for row in &self.secured {
+            writeln!(f, "{row}")?;
+        }
+        for row in &self.transactions {
             writeln!(f, "{row}")?;
         }
         self.fmt_gateway(f)?;

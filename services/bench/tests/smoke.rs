@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use skein_bench::{
     measure_cluster, workload, BrokerUnderTest, ChildBroker, ClusterArgs, GatewaySpec, LatencySpec,
-    ProduceSpec, SkeinBroker,
+    ProduceSpec, SkeinBroker, TxnSpec,
 };
 
 #[test]
@@ -53,6 +53,18 @@ fn every_workload_moves_every_record_through_skein() {
     };
     let times = workload::group_assignment(&bootstrap, &group).unwrap();
     assert_eq!(times.len(), 1);
+
+    // Transactions of 100 records from four producers, every one committed: a
+    // read_committed consumer (librdkafka's default) reads them all back.
+    let txn = TxnSpec {
+        records: 1000,
+        ..TxnSpec::standard(0)
+    };
+    let transactional = workload::produce_transactional(&bootstrap, "txn", &txn).unwrap();
+    let idempotent = workload::produce_idempotent(&bootstrap, "idempotent", &txn).unwrap();
+    assert_eq!(transactional.records, idempotent.records);
+    let back = workload::read_back(&bootstrap, "txn", txn.partitions, txn.records).unwrap();
+    assert_eq!(back.bytes, transactional.bytes);
 }
 
 /// The `skein` binary: `SKEIN_BENCH_SKEIN`, else the one of this build (`target/<profile>/`,

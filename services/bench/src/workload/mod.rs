@@ -7,6 +7,7 @@ mod group;
 mod latency;
 mod native_produce;
 mod produce;
+mod transactional;
 
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ pub use group::{group_assignment, GroupSpec};
 pub use latency::{latency, Latency, LatencySpec};
 pub use native_produce::produce_native;
 pub use produce::{produce, produce_with, ProduceSpec};
+pub use transactional::{produce_idempotent, produce_transactional, TxnSpec};
 
 /// Records and payload bytes moved in a time.
 #[derive(Debug, Clone, Copy)]
