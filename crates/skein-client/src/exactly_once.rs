@@ -244,6 +244,11 @@ impl ExactlyOnce {
         })
     }
 
+    /// The topic this consumer reads.
+    pub fn topic(&self) -> &str {
+        &self.config.topic
+    }
+
     /// The partitions this consumer owns, with its epoch and the offset it reads next.
     pub fn positions(&self) -> BTreeMap<i32, (i64, i64)> {
         self.owned
