@@ -3,8 +3,8 @@
 //!
 //! - [`Catalog`] connects to either backend through sqlx's `Any` driver and applies the
 //!   migrations of `migrations/postgres` or `migrations/sqlite` (embedded at build time);
-//! - `tenants.rs`, `principals.rs`, `api_keys.rs`, `scram.rs`, `acls.rs`, `quotas.rs` and
-//!   `topics.rs` hold one table family each; `cluster.rs` the brokers, producer-id blocks and leases;
+//! - `tenants.rs`, `principals.rs`, `api_keys.rs`, `scram.rs`, `acls.rs`, `quotas.rs`,
+//!   `topics.rs` and `sinks.rs` hold one table family each; `cluster.rs` the brokers, producer-id blocks and leases;
 //! - `names.rs` checks names before they reach the database;
 //! - [`CatalogError`] says what went wrong, with unique-key violations as
 //!   [`CatalogError::AlreadyExists`].
@@ -22,6 +22,7 @@ mod partition_change;
 mod principals;
 mod quotas;
 mod scram;
+mod sinks;
 mod tenants;
 mod topics;
 
@@ -45,6 +46,7 @@ pub use names::{
 pub use principals::{Principal, PrincipalKind};
 pub use quotas::{Quota, QuotaRecord};
 pub use scram::ScramCredentialInfo;
+pub use sinks::{SinkPartitionReport, SinkRecord};
 pub use tenants::Tenant;
 pub use topics::{NewTopic, Partition, PartitionUpdate, Topic};
 

@@ -29,11 +29,21 @@ pub const SOURCE_HEADERS: [&str; 4] = [
     "skein.sink.offset",
 ];
 
+/// What a worker did in one partition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionCounts {
+    /// Rows written (inserted or upserted; a key's last change in a batch counts once).
+    pub rows: u64,
+    pub dead_lettered: u64,
+}
+
 /// What a worker has done, shared with whoever reports the sink's status.
 #[derive(Debug, Default)]
 pub struct SinkStats {
     pub rows: AtomicU64,
     pub dead_lettered: AtomicU64,
+    /// The same, per partition.
+    pub counts: Mutex<BTreeMap<(String, i32), PartitionCounts>>,
     /// Each owned partition's stored next offset.
     pub positions: Mutex<BTreeMap<(String, i32), i64>>,
     pub last_error: Mutex<Option<String>>,
@@ -174,15 +184,30 @@ impl SinkWorker {
             positions.insert((topic.clone(), *partition), *next);
         }
         drop(positions);
-        let rows = changes
-            .iter()
-            .filter(|(i, change)| {
-                !matches!(change, Change::Delete(_)) && !misfits.iter().any(|(m, _)| m == i)
-            })
-            .count() as u64;
+        let refused: std::collections::BTreeSet<usize> = misfits.iter().map(|m| m.0).collect();
+        let mut rows = 0;
+        let mut counts = self.stats.counts.lock();
+        for (i, change) in &changes {
+            if !matches!(change, Change::Delete(_)) && !refused.contains(i) {
+                let record = &batch.records[*i];
+                counts
+                    .entry((record.topic.clone(), record.partition))
+                    .or_default()
+                    .rows += 1;
+                rows += 1;
+            }
+        }
+        for i in &refused {
+            let record = &batch.records[*i];
+            counts
+                .entry((record.topic.clone(), record.partition))
+                .or_default()
+                .dead_lettered += 1;
+        }
+        drop(counts);
         self.stats
             .dead_lettered
-            .fetch_add(misfits.len() as u64, Ordering::Relaxed);
+            .fetch_add(refused.len() as u64, Ordering::Relaxed);
         Ok(rows)
     }
 

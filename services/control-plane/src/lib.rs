@@ -1,6 +1,7 @@
 //! The control plane: the admin REST API over the catalog (`admin/`, served by
-//! [`serve_admin`]) and the cluster's controller over gRPC (`controller.rs`: broker
-//! registration, topic placement, the controller lease and the metadata stream).
+//! [`serve_admin`]), the cluster's controller over gRPC (`controller.rs`: broker
+//! registration, topic placement, the controller lease and the metadata stream), and the
+//! runners of sinks' workers (`sinks/`).
 
 pub mod admin;
 pub mod controller;
@@ -8,6 +9,7 @@ pub mod credentials;
 pub mod election;
 pub mod placement;
 mod scram_credentials;
+pub mod sinks;
 pub mod topic_ops;
 
 use std::future::Future;

@@ -65,6 +65,7 @@ impl Server {
                 jwt: Some(jwt),
             },
             topics: Some(TopicOps::new(catalog, config, leadership)),
+            sink_key: None,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use rand::RngCore;
 use skein_catalog::Catalog;
+use skein_control_plane::sinks::{SinkKey, SinkRunnerConfig};
 use skein_control_plane::{
     controller_server, AdminAuth, AdminState, ControllerConfig, ControllerService,
     CredentialVerifier, JwtConfig, Leadership, LeaseKeeper, TopicOps,
@@ -88,6 +89,11 @@ pub(crate) struct ControlPlaneArgs {
     /// credentials are signed with (`skein controller-token` mints them)
     #[arg(long, env = "SKEIN_CONTROLLER_SECRET_FILE")]
     controller_secret_file: PathBuf,
+    /// A file holding the secret (32 bytes or more) sinks' database URLs are sealed with in
+    /// the catalog; every replica needs the same one. Without it, no sink is created or run
+    /// here
+    #[arg(long, env = "SKEIN_SINK_SECRET_FILE")]
+    sink_secret_file: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: ControlPlaneArgs) -> anyhow::Result<()> {
@@ -179,9 +185,34 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         Arc::clone(&leadership),
         config.watch_interval,
     );
-    let credentials = CredentialVerifier::new(&crate::controller_credentials::read_secret(
-        &args.controller_secret_file,
-    )?);
+    let controller_secret =
+        crate::controller_credentials::read_secret(&args.controller_secret_file)?;
+    let credentials = CredentialVerifier::new(&controller_secret);
+    let sink_key = match &args.sink_secret_file {
+        Some(file) => {
+            let secret = std::fs::read(file)
+                .with_context(|| format!("failed to read {}", file.display()))?;
+            anyhow::ensure!(
+                trim(&secret).len() >= 32,
+                "the sink secret in {} is shorter than 32 bytes",
+                file.display()
+            );
+            Some(Arc::new(SinkKey::from_secret(trim(&secret))))
+        }
+        None => None,
+    };
+    let (sinks_stop, sinks_stopped) = tokio::sync::oneshot::channel::<()>();
+    let sinks = sink_key.clone().map(|key| {
+        let mut runner = SinkRunnerConfig::new(config.replica_id.clone(), key);
+        runner.controller_secret = Some(controller_secret.clone());
+        tokio::spawn(skein_control_plane::sinks::run(
+            catalog.clone(),
+            runner,
+            async move {
+                let _ = sinks_stopped.await;
+            },
+        ))
+    });
     let (controller_stop, controller_stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(
         tonic::transport::Server::builder()
@@ -207,6 +238,7 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
             config.clone(),
             Arc::clone(&leadership),
         )),
+        sink_key,
     };
     skein_control_plane::serve_admin(listener, state, async move {
         tokio::select! {
@@ -216,6 +248,10 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
     })
     .await?;
     let _ = controller_stop.send(());
+    let _ = sinks_stop.send(());
+    if let Some(sinks) = sinks {
+        let _ = tokio::time::timeout(Duration::from_secs(6), sinks).await;
+    }
     // Brokers and gateways hold metadata streams open for as long as they run: give the
     // calls in flight a moment, then stop waiting; what is left closes when the process
     // exits, and they fail over to another replica.

@@ -237,6 +237,26 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         .with_context(|| format!("failed to bind the admin API on {}", args.admin_listen))?;
     let admin_address = admin_listener.local_addr()?;
     let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    // Sinks: their database URLs sealed with a key of this data directory, their workers
+    // run in this process.
+    let sink_key = Arc::new(skein_control_plane::sinks::SinkKey::from_secret(
+        &crate::control_plane::dev_secret(&args.listener.data_dir, "sink-secret-key")?,
+    ));
+    let (sinks_stop, sinks_stopped) = tokio::sync::oneshot::channel::<()>();
+    let sinks = {
+        let mut runner = skein_control_plane::sinks::SinkRunnerConfig::new(
+            controller.replica.clone(),
+            Arc::clone(&sink_key),
+        );
+        runner.controller_secret = Some(controller_secret.clone());
+        tokio::spawn(skein_control_plane::sinks::run(
+            catalog.clone(),
+            runner,
+            async move {
+                let _ = sinks_stopped.await;
+            },
+        ))
+    };
     let admin = tokio::spawn(skein_control_plane::serve_admin(
         admin_listener,
         skein_control_plane::AdminState {
@@ -246,6 +266,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
                 jwt: Some(jwt),
             },
             topics: Some(controller.topics.clone()),
+            sink_key: Some(sink_key),
         },
         async {
             let _ = admin_stopped.await;
@@ -328,6 +349,8 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     crate::listener_args::until_signal(&mut interrupt, &mut terminate).await;
     println!("shutting down: flushing and closing every log");
     let _ = admin_stop.send(());
+    let _ = sinks_stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(6), sinks).await;
     gateway.stop(std::time::Duration::from_secs(5)).await?;
     admin.await?.context("the admin API failed")?;
     tokio::task::spawn_blocking(move || children.stop()).await?;

@@ -1,5 +1,5 @@
-//! The admin REST API: tenants, principals, API keys, SCRAM credentials, ACLs, quotas and
-//! topics, under `/v1/tenants`,
+//! The admin REST API: tenants, principals, API keys, SCRAM credentials, ACLs, quotas,
+//! topics and sinks, under `/v1/tenants`,
 //! in the shape of Confluent's v3 API (`kind`, `metadata.self`, lists with `data` and
 //! `metadata.next`). Every call but `GET /openapi.json` needs an admin token (`auth.rs`);
 //! every error is a problem details body (`problem.rs`); request bodies refuse unknown fields
@@ -11,13 +11,14 @@ mod auth;
 pub mod principals;
 pub mod quotas;
 pub mod scram;
+pub mod sinks;
 pub mod tenants;
 pub mod topics;
 
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use serde::Serialize;
 use skein_catalog::Catalog;
@@ -37,6 +38,8 @@ pub struct AdminState {
     pub auth: AdminAuth,
     /// Topic changes (placement on live brokers); `None` where no controller runs.
     pub topics: Option<crate::TopicOps>,
+    /// Seals sinks' database URLs; without it, sinks cannot be created.
+    pub sink_key: Option<Arc<crate::sinks::SinkKey>>,
 }
 
 /// Where a resource lives.
@@ -60,7 +63,7 @@ pub struct ListMetadata {
 /// The admin API's OpenAPI document.
 #[derive(Debug, OpenApi)]
 #[openapi(
-    info(title = "Skein admin API", description = "Tenants, principals, API keys, SCRAM credentials, ACLs, quotas and topics."),
+    info(title = "Skein admin API", description = "Tenants, principals, API keys, SCRAM credentials, ACLs, quotas, topics and sinks."),
     paths(
         tenants::list,
         tenants::create,
@@ -88,6 +91,12 @@ pub struct ListMetadata {
         topics::get,
         topics::update,
         topics::delete,
+        sinks::list,
+        sinks::create,
+        sinks::get,
+        sinks::pause,
+        sinks::resume,
+        sinks::delete,
     ),
     components(schemas(Problem, ResourceMetadata, ListMetadata)),
     modifiers(&BearerAuth, &ProblemResponses),
@@ -127,7 +136,7 @@ impl ProblemResponses {
             "400" => "The request is malformed: a path, query or body that does not parse",
             "401" => "No admin credential, or one that is not valid",
             "403" => "The token lacks the admin role",
-            "404" => "No such tenant, principal, key or topic",
+            "404" => "No such tenant, principal, key, topic or sink",
             "409" => "It exists already, it changed concurrently, or it would exceed a quota",
             "415" => "The body is not sent as application/json",
             "422" => "The request parses but is not valid",
@@ -258,6 +267,22 @@ pub fn admin_router(state: AdminState) -> Router {
             get(topics::get)
                 .patch(topics::update)
                 .delete(topics::delete),
+        )
+        .route(
+            &format!("{tenant}/sinks"),
+            get(sinks::list).post(sinks::create),
+        )
+        .route(
+            &format!("{tenant}/sinks/{{sink}}"),
+            get(sinks::get).delete(sinks::delete),
+        )
+        .route(
+            &format!("{tenant}/sinks/{{sink}}/pause"),
+            post(sinks::pause),
+        )
+        .route(
+            &format!("{tenant}/sinks/{{sink}}/resume"),
+            post(sinks::resume),
         )
         .route(
             &format!("{tenant}/quota"),
