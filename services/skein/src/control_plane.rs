@@ -94,6 +94,15 @@ pub(crate) struct ControlPlaneArgs {
     /// here
     #[arg(long, env = "SKEIN_SINK_SECRET_FILE")]
     sink_secret_file: Option<PathBuf>,
+    /// Whether this replica runs sink workers (with --sink-secret-file); without, it only
+    /// serves the sink API, and the replicas that do run them share the work
+    #[arg(
+        long,
+        env = "SKEIN_RUN_SINKS",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    run_sinks: bool,
 }
 
 pub(crate) fn run(args: ControlPlaneArgs) -> anyhow::Result<()> {
@@ -202,7 +211,7 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         None => None,
     };
     let (sinks_stop, sinks_stopped) = tokio::sync::oneshot::channel::<()>();
-    let sinks = sink_key.clone().map(|key| {
+    let sinks = sink_key.clone().filter(|_| args.run_sinks).map(|key| {
         let mut runner = SinkRunnerConfig::new(config.replica_id.clone(), key);
         runner.controller_secret = Some(controller_secret.clone());
         tokio::spawn(skein_control_plane::sinks::run(
