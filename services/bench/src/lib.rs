@@ -10,13 +10,15 @@
 //! - `report.rs` prints the figures and their ratios;
 //! - `secured.rs` compares a SASL_SSL listener with a PLAINTEXT one on the same broker;
 //! - `cluster.rs` measures a three-broker cluster: replicated against unreplicated writes,
-//!   and failover time over repeated leader kills.
+//!   and failover time over repeated leader kills;
+//! - `sink.rs` measures a sink into PostgreSQL beside a batched COPY of the same rows.
 
 mod brokers;
 mod cluster;
 mod reference;
 mod report;
 mod secured;
+mod sink;
 pub mod workload;
 
 use std::path::PathBuf;
@@ -30,6 +32,7 @@ pub use report::{GatewayRow, Report, TxnRow, GRPC_PRODUCE_TARGET, TRANSACTIONAL_
 pub use secured::{
     Measured, SecuredRow, SecuredWorkload, SASL_SSL_TARGET, SECURED_PRODUCERS, SECURED_ROUNDS,
 };
+pub use sink::{measure_sink, run_sink, SinkArgs, SinkReport, SINK_TARGET};
 pub use workload::{
     GatewayAccess, GatewayApi, GatewayRun, GatewaySpec, GroupSpec, LatencySpec, ProduceSpec,
     TxnSpec,

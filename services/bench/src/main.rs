@@ -7,7 +7,7 @@
 
 use clap::{Parser, Subcommand};
 
-use skein_bench::{run, run_cluster, BrokerArgs, ClusterArgs};
+use skein_bench::{run, run_cluster, run_sink, BrokerArgs, ClusterArgs, SinkArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "skein-bench", version, about)]
@@ -24,11 +24,14 @@ enum Command {
     /// A three-broker cluster (`skein dev --brokers 3`): acks=all on three replicas beside
     /// acks=1 on one, and failover time over repeated leader kills
     Cluster(ClusterArgs),
+    /// A sink into PostgreSQL beside a batched COPY of the same rows into the same database
+    Sink(SinkArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Broker(args) => run(&args),
         Command::Cluster(args) => run_cluster(&args),
+        Command::Sink(args) => run_sink(&args),
     }
 }

@@ -207,3 +207,18 @@ fn the_cluster_workloads_measure_a_three_broker_dev_cluster() {
     assert_eq!(report.failovers.len(), 1);
     assert!(report.to_string().contains("failover over 1 leader kills"));
 }
+
+/// The sink benchmark applies every record once and COPY writes the same rows.
+#[test]
+fn the_sink_workload_applies_every_record_and_copy_the_same_rows() {
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("bench_sink").unwrap();
+    let report = skein_bench::measure_sink(&skein_bench::SinkArgs {
+        database_url: url,
+        records: 3000,
+        record_bytes: 1024,
+        partitions: 2,
+    })
+    .unwrap();
+    assert_eq!(report.records, 3000);
+}
