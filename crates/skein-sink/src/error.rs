@@ -1,5 +1,6 @@
 //! Why a sink cannot be made or cannot go on.
 
+#[cfg(feature = "postgres")]
 use skein_client::exactly_once::ExactlyOnceError;
 use skein_client::ClientError;
 
@@ -29,8 +30,10 @@ pub enum SinkError {
         offset: i64,
         reason: String,
     },
+    #[cfg(feature = "postgres")]
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
+    #[cfg(feature = "postgres")]
     #[error(transparent)]
     ExactlyOnce(#[from] ExactlyOnceError),
     #[error(transparent)]
@@ -40,7 +43,14 @@ pub enum SinkError {
 impl SinkError {
     /// Whether the worker lost its partitions to another and must stop.
     pub fn is_fenced(&self) -> bool {
-        matches!(self, Self::ExactlyOnce(ExactlyOnceError::Fenced { .. }))
+        #[cfg(feature = "postgres")]
+        {
+            matches!(self, Self::ExactlyOnce(ExactlyOnceError::Fenced { .. }))
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            false
+        }
     }
 
     /// Whether the error is about the sink's definition or its target's shape, so

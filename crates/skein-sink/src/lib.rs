@@ -17,10 +17,14 @@ mod error;
 pub mod row;
 pub mod spec;
 pub mod target;
+#[cfg(feature = "postgres")]
 mod worker;
+#[cfg(feature = "postgres")]
 mod writer;
 
 pub use error::SinkError;
 pub use spec::{ColumnMapping, Mode, SinkSpec};
+#[cfg(feature = "postgres")]
 pub use worker::{connect_target, prepare, SinkStats, SinkWorker, ERROR_HEADER, SOURCE_HEADERS};
+#[cfg(feature = "postgres")]
 pub use writer::Writer;

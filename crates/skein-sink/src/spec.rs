@@ -67,6 +67,7 @@ pub(crate) fn quoted(name: &str) -> String {
 }
 
 /// `table` or `schema.table` as quoted identifiers.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn quoted_table(table: &str) -> String {
     table.split('.').map(quoted).collect::<Vec<_>>().join(".")
 }

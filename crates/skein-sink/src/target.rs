@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::postgres::PgPool;
-use sqlx::Row;
+#[cfg(feature = "postgres")]
+use sqlx::{postgres::PgPool, Row};
 
-use crate::spec::{quoted, quoted_table, Mode, SinkSpec, ENVELOPE_COLUMNS};
+#[cfg(feature = "postgres")]
+use crate::spec::quoted_table;
+use crate::spec::{quoted, Mode, SinkSpec, ENVELOPE_COLUMNS};
 use crate::SinkError;
 
 /// What values a column takes, as far as the sink checks them before writing.
@@ -50,7 +52,8 @@ pub struct TableShape {
     pub unique: Vec<String>,
 }
 
-fn kind_of(type_name: &str) -> Kind {
+/// The kind of a column of PostgreSQL type `type_name` (`pg_type.typname`).
+pub fn kind_of(type_name: &str) -> Kind {
     match type_name {
         "int2" => Kind::Integer {
             min: i64::from(i16::MIN),
@@ -75,6 +78,7 @@ fn kind_of(type_name: &str) -> Kind {
 }
 
 /// Reads the shape of `table` (`table` or `schema.table`).
+#[cfg(feature = "postgres")]
 pub async fn inspect(pool: &PgPool, table: &str) -> Result<TableShape, SinkError> {
     let regclass: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
         .bind(quoted_table(table))
