@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -84,12 +84,17 @@ async fn grpc_values(
 }
 
 /// The values of the next `count` SSE events.
-fn sse_values(reader: &mut BufReader<std::net::TcpStream>, count: usize) -> Vec<String> {
+fn sse_values(reader: &mut impl BufRead, count: usize) -> Vec<String> {
     let mut values = Vec::new();
+    let mut kind = String::new();
     while values.len() < count {
         let mut line = String::new();
         assert!(reader.read_line(&mut line).unwrap() > 0, "the tail ended");
-        if let Some(data) = line.trim_end().strip_prefix("data:") {
+        let line = line.trim_end();
+        if let Some(name) = line.strip_prefix("event:") {
+            kind = name.trim().to_owned();
+        } else if let Some(data) = line.strip_prefix("data:") {
+            assert_eq!(kind, "record", "the tail sent {kind}: {data}");
             let event: Value = serde_json::from_str(data.trim()).unwrap();
             values.push(event["value"].as_str().unwrap().to_owned());
         }
@@ -158,18 +163,20 @@ fn rest_sse_and_grpc_reads_never_show_aborted_records_and_stop_at_open_transacti
     );
 
     // The SSE tail shows the committed records, then the open transaction's once it commits.
-    let mut stream = std::net::TcpStream::connect(&dev.rest).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /v1/topics/ledger/events?offset=earliest HTTP/1.1\r\nHost: {}\r\n\
-         Authorization: Bearer {}\r\nAccept: text/event-stream\r\n\r\n",
-        dev.rest, dev.dev_token
-    )
-    .unwrap();
-    let mut tail = BufReader::new(stream);
+    // curl reads it, so the stream's chunked encoding never splits a line here.
+    let mut curl = common::dev::Killed(
+        Command::new("curl")
+            .args(["-sN", "--max-time", "60", "-H"])
+            .arg(format!("Authorization: Bearer {}", dev.dev_token))
+            .arg(format!(
+                "http://{}/v1/topics/ledger/events?offset=earliest",
+                dev.rest
+            ))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut tail = BufReader::new(curl.0.stdout.take().unwrap());
     assert_eq!(sse_values(&mut tail, 3), ["c1", "c2", "c3"]);
     drop(producer.0.stdin.take());
     line.clear();

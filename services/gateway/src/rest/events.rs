@@ -17,7 +17,7 @@ use axum::http::request::Parts;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use serde::Deserialize;
-use skein_auth::Operation;
+use skein_auth::{Operation, ResourceType};
 use skein_http::{ApiPath, ApiQuery, Problem};
 use tokio_stream::wrappers::ReceiverStream;
 use utoipa::IntoParams;
@@ -197,7 +197,15 @@ pub async fn events(
             // allowed by the ACLs as they are now.
             let allowed = call
                 .current(&gateway)
-                .map(|now| (now.topic(&topic, Operation::Read).is_ok(), now));
+                // The ACL only: the topic was found when the tail opened (asking the
+                // controller if need be), and a metadata stream that has not brought a
+                // just-created topic yet must not end the tail as forbidden.
+                .map(|now| {
+                    let allowed = now
+                        .check(Operation::Read, ResourceType::Topic, &topic)
+                        .is_ok();
+                    (allowed, now)
+                });
             let ended = match &allowed {
                 Err(e) if expires_at.is_some_and(|at| at <= SystemTime::now()) => {
                     Some(("expired", e.to_string()))
