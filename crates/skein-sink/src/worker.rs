@@ -113,6 +113,21 @@ impl SinkWorker {
         partitions: &BTreeMap<String, Vec<i32>>,
         stats: Arc<SinkStats>,
     ) -> Result<Self, SinkError> {
+        let positions = spec.name.clone();
+        Self::start_as(&positions, client, pool, spec, partitions, stats).await
+    }
+
+    /// [`SinkWorker::start`] with the positions kept in the target database under
+    /// `positions` rather than the sink's name (the control plane names them
+    /// `<tenant>.<sink>`, so two tenants' sinks of one name never share positions).
+    pub async fn start_as(
+        positions: &str,
+        client: Client,
+        pool: PgPool,
+        spec: SinkSpec,
+        partitions: &BTreeMap<String, Vec<i32>>,
+        stats: Arc<SinkStats>,
+    ) -> Result<Self, SinkError> {
         let shape = prepare(&pool, &spec).await?;
         let writer = Writer::new(&spec, &shape);
         let mut consumers = Vec::new();
@@ -122,7 +137,7 @@ impl SinkWorker {
                     "topic {topic} is not one of the sink's"
                 )));
             }
-            let config = ExactlyOnceConfig::new(spec.name.clone(), topic.clone());
+            let config = ExactlyOnceConfig::new(positions, topic.clone());
             let consumer =
                 ExactlyOnce::claim(client.clone(), pool.clone(), config, owned, Start::Earliest)
                     .await?;

@@ -222,7 +222,7 @@ fn a_sink_applies_every_record_once_while_its_workers_are_killed() {
             .block_on(
                 sqlx::query_as(
                     "SELECT partition, next_offset FROM skein_offsets \
-                     WHERE consumer = 'events_table' AND topic = 'events' ORDER BY partition",
+                     WHERE consumer = 'acme.events_table' AND topic = 'events' ORDER BY partition",
                 )
                 .fetch_all(&pool),
             )

@@ -308,7 +308,18 @@ async fn work(
         .map_err(|e| SinkError::Invalid(format!("the target database's URL: {e}")))?;
     let pool = connect_target(&url, 2).await?;
     let client = tenant_client(catalog, config, tenant).await?;
-    let worker = SinkWorker::start(client.clone(), pool, spec, share, Arc::clone(stats)).await?;
+    // Positions are kept under the tenant's name and the sink's, so sinks of two tenants
+    // with one name, writing into one database, never share them.
+    let positions = format!("{tenant}.{}", record.name);
+    let worker = SinkWorker::start_as(
+        &positions,
+        client.clone(),
+        pool,
+        spec,
+        share,
+        Arc::clone(stats),
+    )
+    .await?;
     tracing::info!(tenant = %tenant, sink = %record.name, partitions = ?share, "sink worker started");
     // The log end offsets, for the lag in the sink's status.
     let watcher = tokio::spawn({
