@@ -52,6 +52,9 @@ fn librdkafkas_transaction_tests_pass_against_skein() {
         .args(["--kill-after=10", "900"])
         .arg(&runner)
         .current_dir(work.path())
+        // Cargo points LD_LIBRARY_PATH at rdkafka-sys's build, whose librdkafka.so.1 exports
+        // only the public API; the runner must load the library built beside it (its RUNPATH).
+        .env_remove("LD_LIBRARY_PATH")
         .env("TESTS", TESTS)
         .env("RDKAFKA_TEST_CONF", &conf)
         // The protocol Skein speaks is Kafka 3.x's.
