@@ -84,8 +84,15 @@ async function main() {
   const again = await producer.transaction();
   await again.sendOffsets(offsets);
   await again.commit();
-  fetched = await admin2.fetchOffsets({ groupId: group, topics: [topic] });
-  const after = fetched[0].partitions.find((p) => p.partition === 0).offset;
+  // The commit is answered once decided; its marker, which applies the offsets, follows
+  // (kafkajs does not ask OffsetFetch for stable offsets).
+  let after;
+  for (const deadline = Date.now() + 10000; Date.now() < deadline; ) {
+    fetched = await admin2.fetchOffsets({ groupId: group, topics: [topic] });
+    after = fetched[0].partitions.find((p) => p.partition === 0).offset;
+    if (after === "3") break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
   assert(after === "3", `a committed transaction left the offset at ${after}`);
   await admin2.disconnect();
 

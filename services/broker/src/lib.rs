@@ -97,9 +97,17 @@ pub struct Broker {
     follower_throttle: replication_throttle::ReplicationThrottle,
     /// API keys presented over SASL/PLAIN, as the controller checked them.
     keys: sasl::KeyChecker,
+    /// This broker, for work that outlives the request that starts it.
+    me: std::sync::Weak<Broker>,
 }
 
 impl Broker {
+    /// This broker, shared, for a task that outlives the request starting it; `None` once
+    /// the broker is being dropped.
+    pub(crate) fn shared(&self) -> Option<Arc<Broker>> {
+        self.me.upgrade()
+    }
+
     /// The principal an API key presented over SASL/PLAIN authenticates.
     pub(crate) async fn authenticate(
         &self,
@@ -266,7 +274,8 @@ impl Broker {
         let follower_throttle = replication_throttle::ReplicationThrottle::new(
             config.follower_replication_throttled_rate,
         );
-        Ok(Arc::new(Self {
+        Ok(Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             config,
             topics,
             replicas,

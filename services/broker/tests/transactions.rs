@@ -150,6 +150,23 @@ fn describe(
     response.transaction_states.remove(0)
 }
 
+/// Waits until the coordinator has written the markers of `id`'s transaction: EndTxn is
+/// answered once the decision is stored, and the markers follow (as in Kafka).
+fn settled(client: &mut Client, id: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let state = describe(client, id).transaction_state.to_string();
+        if state.starts_with("Complete") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{id} is still {state}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 fn list(client: &mut Client, states: &[&str]) -> ListTransactionsResponse {
     let request = ListTransactionsRequest::default()
         .with_state_filters(
@@ -220,6 +237,7 @@ fn an_aborted_transaction_is_hidden_from_read_committed_and_described_to_operato
 
     // Aborted: the records (and the marker) are stable and named as aborted.
     assert_eq!(end(&mut client, "t", producer, false), 0);
+    settled(&mut client, "t");
     let (bytes, high, stable, aborted) = fetch(&mut client, 0, 1);
     assert!(bytes > 0);
     assert_eq!((high, stable), (4, 4));
@@ -340,10 +358,82 @@ fn a_transactional_batch_outside_its_transaction_is_refused_and_nothing_is_writt
     assert_eq!((bytes, high, stable), (0, 0, 0));
     // After the commit the partition needs a new confirmation for the next transaction.
     assert_eq!(end(&mut client, "strict", producer, true), 0);
+    settled(&mut client, "strict");
     assert_eq!(
         produce(&mut client, "strict", producer, 1, 1, 1),
         ResponseError::InvalidTxnState.code()
     );
     let (_, high, stable, _) = fetch(&mut client, 1, 1);
     assert_eq!((high, stable), (2, 2));
+}
+
+/// A group's committed offset of partition 0 of [`TOPIC`] as OffsetFetch v7 answers it:
+/// (offset, error code).
+fn fetch_offset(client: &mut Client, group: &str, require_stable: bool) -> (i64, i16) {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(name(TOPIC))
+            .with_partition_indexes(vec![0])]))
+        .with_require_stable(require_stable);
+    let response: OffsetFetchResponse = client.call(9, 7, &request);
+    let p = &response.topics[0].partitions[0];
+    (p.committed_offset, p.error_code)
+}
+
+#[test]
+fn offsets_of_an_undecided_transaction_are_unstable_to_a_fetch_that_requires_stable_ones() {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{
+        AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, GroupId, TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
+    };
+    let broker = TestBroker::start();
+    broker.create_topic(TOPIC, 1);
+    let mut client = Client::connect(&broker);
+    let group = GroupId(StrBytes::from_static_str("copier"));
+
+    let answer = init(&mut client, "offsets", 60_000);
+    let producer = (answer.producer_id.0, answer.producer_epoch);
+    let added: AddOffsetsToTxnResponse = client.call(
+        25,
+        3,
+        &AddOffsetsToTxnRequest::default()
+            .with_transactional_id(txn_id("offsets"))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_group_id(group.clone()),
+    );
+    assert_eq!(added.error_code, 0);
+    let committed: TxnOffsetCommitResponse = client.call(
+        28,
+        3,
+        &TxnOffsetCommitRequest::default()
+            .with_transactional_id(txn_id("offsets"))
+            .with_group_id(group)
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_generation_id(-1)
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(name(TOPIC))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(7)])]),
+    );
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+
+    // Undecided: a read_committed consumer is told to ask again; others see the old offset.
+    assert_eq!(
+        fetch_offset(&mut client, "copier", true),
+        (-1, ResponseError::UnstableOffsetCommit.code())
+    );
+    assert_eq!(fetch_offset(&mut client, "copier", false), (-1, 0));
+
+    assert_eq!(end(&mut client, "offsets", producer, true), 0);
+    settled(&mut client, "offsets");
+    assert_eq!(fetch_offset(&mut client, "copier", true), (7, 0));
 }

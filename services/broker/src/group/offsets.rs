@@ -439,6 +439,32 @@ impl OffsetStore {
             .map(|(c, _)| c.clone())
     }
 
+    /// Whether a transaction not yet decided holds an offset of `group` for the partition:
+    /// OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for it (KIP-447),
+    /// and the client asks again once the transaction's marker is written.
+    pub(crate) fn is_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.state.read().pending.values().any(|(_, commits)| {
+            commits
+                .iter()
+                .any(|((g, t, p), _, _)| g == group && t == topic && *p == partition)
+        })
+    }
+
+    /// The partitions with an offset of `group` pending in a transaction not yet decided.
+    pub(crate) fn pending_of(&self, group: &str) -> Vec<(String, i32)> {
+        let state = self.state.read();
+        let mut found: Vec<(String, i32)> = state
+            .pending
+            .values()
+            .flat_map(|(_, commits)| commits)
+            .filter(|((g, _, _), _, _)| g == group)
+            .map(|((_, t, p), _, _)| (t.clone(), *p))
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+    }
+
     /// Every committed offset of a group: (topic, partition, committed).
     pub(crate) fn all(&self, group: &str) -> Vec<(String, i32, Committed)> {
         self.state

@@ -362,12 +362,15 @@ pub(crate) async fn offset_commit(
     )
 }
 
-/// OffsetFetch: one group per request before v8, any number of groups from v8 on.
+/// OffsetFetch: one group per request before v8, any number of groups from v8 on. With
+/// `require_stable` (v7 on, sent by read_committed consumers), a partition whose offset a
+/// transaction not yet decided holds answers UNSTABLE_OFFSET_COMMIT, as Kafka does.
 pub(crate) fn offset_fetch(
     tenant: &TenantGroups,
     request: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
+    let stable = request.require_stable;
     if version < 8 {
         let topics = committed_offsets(
             tenant,
@@ -378,6 +381,7 @@ pub(crate) fn offset_fetch(
                     .map(|t| (t.name, t.partition_indexes))
                     .collect()
             }),
+            stable,
         );
         let topics = topics
             .into_iter()
@@ -387,12 +391,13 @@ pub(crate) fn offset_fetch(
                     .with_partitions(
                         partitions
                             .into_iter()
-                            .map(|(partition, committed)| {
-                                let (offset, epoch, metadata) = committed_fields(committed);
+                            .map(|(partition, answer)| {
+                                let (offset, epoch, metadata, code) = answer_fields(answer);
                                 let answer = OffsetFetchResponsePartition::default()
                                     .with_partition_index(partition)
                                     .with_committed_offset(offset)
-                                    .with_metadata(Some(metadata));
+                                    .with_metadata(Some(metadata))
+                                    .with_error_code(code);
                                 if version >= 5 {
                                     answer.with_committed_leader_epoch(epoch)
                                 } else {
@@ -418,6 +423,7 @@ pub(crate) fn offset_fetch(
                         .map(|t| (t.name, t.partition_indexes))
                         .collect()
                 }),
+                stable,
             );
             let topics = topics
                 .into_iter()
@@ -427,13 +433,14 @@ pub(crate) fn offset_fetch(
                         .with_partitions(
                             partitions
                                 .into_iter()
-                                .map(|(partition, committed)| {
-                                    let (offset, epoch, metadata) = committed_fields(committed);
+                                .map(|(partition, answer)| {
+                                    let (offset, epoch, metadata, code) = answer_fields(answer);
                                     OffsetFetchResponsePartitions::default()
                                         .with_partition_index(partition)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(epoch)
                                         .with_metadata(Some(metadata))
+                                        .with_error_code(code)
                                 })
                                 .collect(),
                         )
@@ -447,40 +454,80 @@ pub(crate) fn offset_fetch(
     OffsetFetchResponse::default().with_groups(groups)
 }
 
-/// A group's committed offsets for the asked partitions (`None`: every partition it has
-/// committed), by topic.
-type CommittedByTopic = Vec<(TopicName, Vec<(i32, Option<Committed>)>)>;
+/// What OffsetFetch answers for one partition.
+enum Answer {
+    Committed(Option<Committed>),
+    /// A transaction not yet decided holds its offset (asked with `require_stable`).
+    Unstable,
+}
+
+/// A group's answers for the asked partitions (`None`: every partition it has committed,
+/// or, asked with `require_stable`, has pending in a transaction), by topic.
+type CommittedByTopic = Vec<(TopicName, Vec<(i32, Answer)>)>;
 
 fn committed_offsets(
     tenant: &TenantGroups,
     group: &str,
     asked: Option<Vec<(TopicName, Vec<i32>)>>,
+    stable: bool,
 ) -> CommittedByTopic {
+    let answer = |topic: &str, partition: i32| {
+        if stable && tenant.offsets.is_pending(group, topic, partition) {
+            Answer::Unstable
+        } else {
+            Answer::Committed(tenant.offsets.get(group, topic, partition))
+        }
+    };
     match asked {
         Some(topics) => topics
             .into_iter()
             .map(|(name, partitions)| {
-                let committed = partitions
+                let answers = partitions
                     .into_iter()
-                    .map(|p| (p, tenant.offsets.get(group, name.0.as_str(), p)))
+                    .map(|p| (p, answer(name.0.as_str(), p)))
                     .collect();
-                (name, committed)
+                (name, answers)
             })
             .collect(),
         None => {
-            let mut by_topic: std::collections::BTreeMap<String, Vec<(i32, Option<Committed>)>> =
+            let mut by_topic: std::collections::BTreeMap<String, std::collections::BTreeSet<i32>> =
                 std::collections::BTreeMap::new();
-            for (topic, partition, committed) in tenant.offsets.all(group) {
-                by_topic
-                    .entry(topic)
-                    .or_default()
-                    .push((partition, Some(committed)));
+            let committed = tenant
+                .offsets
+                .all(group)
+                .into_iter()
+                .map(|(topic, partition, _)| (topic, partition));
+            let pending = if stable {
+                tenant.offsets.pending_of(group)
+            } else {
+                Vec::new()
+            };
+            for (topic, partition) in committed.chain(pending) {
+                by_topic.entry(topic).or_default().insert(partition);
             }
             by_topic
                 .into_iter()
-                .map(|(topic, partitions)| (TopicName(s(&topic)), partitions))
+                .map(|(topic, partitions)| {
+                    let answers = partitions
+                        .into_iter()
+                        .map(|p| (p, answer(&topic, p)))
+                        .collect();
+                    (TopicName(s(&topic)), answers)
+                })
                 .collect()
         }
+    }
+}
+
+/// (offset, leader epoch, metadata, error code) as OffsetFetch reports them; -1 for no
+/// commit.
+fn answer_fields(answer: Answer) -> (i64, i32, StrBytes, i16) {
+    match answer {
+        Answer::Committed(committed) => {
+            let (offset, epoch, metadata) = committed_fields(committed);
+            (offset, epoch, metadata, 0)
+        }
+        Answer::Unstable => (-1, -1, s(""), ResponseError::UnstableOffsetCommit.code()),
     }
 }
 

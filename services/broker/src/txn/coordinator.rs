@@ -10,16 +10,21 @@
 //! markers). **Invariant:** what is in memory was read from, or replicated into, the log of
 //! the leader epoch it was loaded in; a decision is acted on only once it is replicated.
 //!
-//! The tenant's transactions are handled one at a time (one lock over the state, held
-//! while a change is replicated and its markers are written).
+//! Each transactional id takes its turn: its requests, and the completion of its last
+//! decision, run one at a time, while different ids' transactions proceed side by side.
+//! EndTxn is answered once the decision (PrepareCommit or PrepareAbort) is replicated, as
+//! Kafka does; the markers and the completed state are written after it, still in the id's
+//! turn, so the producer's next AddPartitionsToTxn waits for them rather than opening a
+//! transaction before the last one's markers.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use skein_log::batch::{BatchWriter, Compression, DecodedRecords, MarkerKind, ProducerFields};
 use skein_log::{CleanupPolicy, Log, LogConfig, LogError, LogManager, SharedLog, TopicPartition};
-use tokio::sync::{Mutex, MutexGuard};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::markers;
 use super::state_record::{self, TxnMeta, TxnStatus};
@@ -28,6 +33,9 @@ use crate::Broker;
 
 /// How long a state change waits for the in-sync replicas.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request waits for its transactional id's turn (the completion of the id's
+/// last transaction, usually) before it answers CONCURRENT_TRANSACTIONS.
+const TURN_WAIT: Duration = Duration::from_secs(10);
 
 /// Why a transaction request could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +120,10 @@ pub(crate) struct TxnView {
     pub(crate) meta: TxnMeta,
 }
 
+/// One transactional id's turn, held from the start of a request until its effects are
+/// written (for EndTxn, until the markers and the completed state are).
+type Turn = OwnedMutexGuard<()>;
+
 #[derive(Debug)]
 pub(crate) struct TxnCoordinator {
     /// The state topic's name as the broker keeps it: `__transaction_state`, or a tenant's
@@ -119,7 +131,12 @@ pub(crate) struct TxnCoordinator {
     topic: String,
     /// A broker on its own: the local log. `None` in a cluster.
     local: Option<SharedLog>,
-    state: Mutex<State>,
+    /// What the log holds, held only for reads and updates in memory (never across a
+    /// write to the log).
+    state: parking_lot::Mutex<State>,
+    /// Each transactional id's turn (see [`Turn`]); an entry no request holds is dropped by
+    /// [`TxnCoordinator::tick`].
+    turns: parking_lot::Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// The scope of the tenant's requests, to ask the controller for the state topic.
     scope: crate::scope::Scope,
 }
@@ -146,7 +163,8 @@ impl TxnCoordinator {
         Ok(Self {
             topic: super::TOPIC.to_owned(),
             local: Some(log),
-            state: Mutex::new(state),
+            state: parking_lot::Mutex::new(state),
+            turns: parking_lot::Mutex::default(),
             scope: crate::scope::Scope::Plain,
         })
     }
@@ -157,18 +175,18 @@ impl TxnCoordinator {
         Self {
             topic: scope.qualify(super::TOPIC).into_owned(),
             local: None,
-            state: Mutex::new(State::default()),
+            state: parking_lot::Mutex::default(),
+            turns: parking_lot::Mutex::default(),
             scope,
         }
     }
 
-    /// The state, once this broker may answer for the tenant's transactions: on its own
-    /// always; in a cluster while it leads the state partition, loading it from the log the
-    /// first time in each leader epoch and finishing the transactions decided there.
-    async fn take_up(&self, broker: &Broker) -> Result<MutexGuard<'_, State>, TxnError> {
-        let mut state = self.state.lock().await;
+    /// The leader epoch of the state this broker answers from, once it may answer for the
+    /// tenant's transactions: on its own always (0); in a cluster while it leads the state
+    /// partition, loading the state from the log the first time in each leader epoch.
+    async fn take_up(&self, broker: &Broker) -> Result<i32, TxnError> {
         if self.local.is_some() {
-            return Ok(state);
+            return Ok(0);
         }
         if broker
             .topics
@@ -185,8 +203,9 @@ impl TxnCoordinator {
             .leader_of_any(&self.topic, 0, -1)
             .map_err(TxnError::of_partition)?;
         let epoch = partition.leader_epoch();
+        let mut state = self.state.lock();
         if state.loaded_in == Some(epoch) {
-            return Ok(state);
+            return Ok(epoch);
         }
         let mut loaded = partition.with_log(replay)?;
         loaded.loaded_in = Some(epoch);
@@ -197,7 +216,35 @@ impl TxnCoordinator {
             "coordinating the transactions of a state topic"
         );
         *state = loaded;
-        Ok(state)
+        Ok(epoch)
+    }
+
+    /// Waits for `transactional_id`'s turn, then for the state: the epoch it is loaded in.
+    async fn turn_of(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+    ) -> Result<(Turn, i32), TxnError> {
+        let turn = Arc::clone(
+            self.turns
+                .lock()
+                .entry(transactional_id.to_owned())
+                .or_default(),
+        );
+        let turn = tokio::time::timeout(TURN_WAIT, turn.lock_owned())
+            .await
+            .map_err(|_| TxnError::Concurrent)?;
+        let epoch = self.take_up(broker).await?;
+        Ok((turn, epoch))
+    }
+
+    /// The state of `transactional_id` as loaded in `epoch`.
+    fn meta(&self, epoch: i32, transactional_id: &str) -> Result<Option<TxnMeta>, TxnError> {
+        let state = self.state.lock();
+        if state.loaded_in != Some(epoch) {
+            return Err(TxnError::NotCoordinator);
+        }
+        Ok(state.txns.get(transactional_id).cloned())
     }
 
     /// Whether this broker coordinates the tenant's transactions now (FindCoordinator).
@@ -228,9 +275,9 @@ impl TxnCoordinator {
         if timeout_ms <= 0 || timeout_ms > broker.config.transaction_max_timeout_ms {
             return Err(TxnError::InvalidTimeout(timeout_ms));
         }
-        let mut state = self.take_up(broker).await?;
+        let (_turn, epoch) = self.turn_of(broker, transactional_id).await?;
         let now = now_ms();
-        let meta = match state.txns.get(transactional_id).cloned() {
+        let meta = match self.meta(epoch, transactional_id)? {
             None => {
                 let producer_id = broker
                     .producer_ids
@@ -258,16 +305,15 @@ impl TxnCoordinator {
                         // Fence the old producer, abort its transaction in the new epoch.
                         meta = self.bump(broker, meta).await?;
                         meta = self
-                            .decide(broker, &mut state, transactional_id, meta, false)
+                            .prepare(broker, epoch, transactional_id, meta, false)
                             .await?;
+                        meta = self.complete(broker, epoch, transactional_id, meta).await?;
                         if matches!(meta.status, TxnStatus::PrepareAbort) {
                             return Err(TxnError::Concurrent);
                         }
                     }
                     TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => {
-                        meta = self
-                            .complete(broker, &mut state, transactional_id, meta)
-                            .await?;
+                        meta = self.complete(broker, epoch, transactional_id, meta).await?;
                         if !matches!(
                             meta.status,
                             TxnStatus::CompleteCommit | TxnStatus::CompleteAbort
@@ -288,8 +334,7 @@ impl TxnCoordinator {
                 }
             }
         };
-        self.persist(broker, &mut state, transactional_id, &meta)
-            .await?;
+        self.persist(broker, epoch, transactional_id, &meta).await?;
         Ok((meta.producer_id, meta.producer_epoch))
     }
 
@@ -328,7 +373,8 @@ impl TxnCoordinator {
     }
 
     /// AddPartitionsToTxn and AddOffsetsToTxn: the partitions (by kept names) join the
-    /// producer's transaction, which begins with the first of them.
+    /// producer's transaction, which begins with the first of them. It waits for the
+    /// previous transaction of the id to be completed.
     pub(crate) async fn add_partitions(
         &self,
         broker: &Broker,
@@ -337,11 +383,9 @@ impl TxnCoordinator {
         producer_epoch: i16,
         partitions: &[(String, i32)],
     ) -> Result<(), TxnError> {
-        let mut state = self.take_up(broker).await?;
-        let meta = state
-            .txns
-            .get(transactional_id)
-            .cloned()
+        let (_turn, epoch) = self.turn_of(broker, transactional_id).await?;
+        let meta = self
+            .meta(epoch, transactional_id)?
             .ok_or(TxnError::ProducerIdMapping)?;
         Self::check_producer(&meta, producer_id, producer_epoch)?;
         let now = now_ms();
@@ -362,15 +406,16 @@ impl TxnCoordinator {
         };
         next.partitions.extend(partitions.iter().cloned());
         next.last_update_ms = now;
-        self.persist(broker, &mut state, transactional_id, &next)
-            .await
+        self.persist(broker, epoch, transactional_id, &next).await
     }
 
     /// Whether `producer` (id, epoch) of `transactional_id` has a transaction open that
     /// includes `partition` (a name as the broker keeps it): a partition's leader asks before
     /// it takes the first transactional batch of a transaction (as KIP-890's verification
     /// does), so no batch opens a transaction its coordinator does not know of, which would
-    /// hold back the partition's stable offset with nothing to ever end it.
+    /// hold back the partition's stable offset with nothing to ever end it. It reads the
+    /// state without waiting for the id's turn: a partition joins a transaction only once
+    /// that is stored.
     pub(crate) async fn verify(
         &self,
         broker: &Broker,
@@ -378,44 +423,62 @@ impl TxnCoordinator {
         producer: (i64, i16),
         partition: &(String, i32),
     ) -> Result<(), TxnError> {
-        let state = self.take_up(broker).await?;
-        let meta = state
-            .txns
-            .get(transactional_id)
+        let epoch = self.take_up(broker).await?;
+        let meta = self
+            .meta(epoch, transactional_id)?
             .ok_or(TxnError::ProducerIdMapping)?;
-        Self::check_producer(meta, producer.0, producer.1)?;
+        Self::check_producer(&meta, producer.0, producer.1)?;
         if meta.status != TxnStatus::Ongoing || !meta.partitions.contains(partition) {
             return Err(TxnError::InvalidState(meta.status.name()));
         }
         Ok(())
     }
 
-    /// EndTxn: commits or aborts the producer's transaction. The decision is stored first;
-    /// then each partition gets its marker. Markers that cannot be written now are written
-    /// by [`TxnCoordinator::tick`]; the decision stands.
+    /// EndTxn: commits or aborts the producer's transaction. It answers once the decision is
+    /// stored; each partition then gets its marker, in the id's turn. Markers that cannot be
+    /// written now are written by [`TxnCoordinator::tick`]; the decision stands.
     pub(crate) async fn end(
-        &self,
+        self: &Arc<Self>,
         broker: &Broker,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
     ) -> Result<(), TxnError> {
-        let mut state = self.take_up(broker).await?;
-        let meta = state
-            .txns
-            .get(transactional_id)
-            .cloned()
+        let (turn, epoch) = self.turn_of(broker, transactional_id).await?;
+        let meta = self
+            .meta(epoch, transactional_id)?
             .ok_or(TxnError::ProducerIdMapping)?;
         Self::check_producer(&meta, producer_id, producer_epoch)?;
         match (meta.status, commit) {
             (TxnStatus::Ongoing, _) => {
-                self.decide(broker, &mut state, transactional_id, meta, commit)
+                let prepared = self
+                    .prepare(broker, epoch, transactional_id, meta, commit)
                     .await?;
+                match broker.shared() {
+                    Some(shared) => {
+                        let coordinator = Arc::clone(self);
+                        let id = transactional_id.to_owned();
+                        tokio::spawn(async move {
+                            let _turn: Turn = turn;
+                            if let Err(error) =
+                                coordinator.complete(&shared, epoch, &id, prepared).await
+                            {
+                                tracing::warn!(transactional_id = %id, %error, "transaction not completed yet; retrying");
+                            }
+                        });
+                    }
+                    // The broker is shutting down: whoever coordinates next finishes it.
+                    None => {
+                        self.complete(broker, epoch, transactional_id, prepared)
+                            .await?;
+                    }
+                }
                 Ok(())
             }
             // A retry of an EndTxn that was answered, or lost on the way back.
             (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => Ok(()),
+            // Decided, its markers not written yet (they are retried).
             (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => {
                 Err(TxnError::Concurrent)
             }
@@ -423,11 +486,11 @@ impl TxnCoordinator {
         }
     }
 
-    /// Stores the decision (PrepareCommit or PrepareAbort), then completes it.
-    async fn decide(
+    /// Stores the decision (PrepareCommit or PrepareAbort).
+    async fn prepare(
         &self,
         broker: &Broker,
-        state: &mut State,
+        epoch: i32,
         transactional_id: &str,
         meta: TxnMeta,
         commit: bool,
@@ -441,10 +504,9 @@ impl TxnCoordinator {
             last_update_ms: now_ms(),
             ..meta
         };
-        self.persist(broker, state, transactional_id, &prepared)
+        self.persist(broker, epoch, transactional_id, &prepared)
             .await?;
-        self.complete(broker, state, transactional_id, prepared)
-            .await
+        Ok(prepared)
     }
 
     /// Writes the markers of a decided transaction and, once every partition has its own,
@@ -453,7 +515,7 @@ impl TxnCoordinator {
     async fn complete(
         &self,
         broker: &Broker,
-        state: &mut State,
+        epoch: i32,
         transactional_id: &str,
         meta: TxnMeta,
     ) -> Result<TxnMeta, TxnError> {
@@ -462,13 +524,12 @@ impl TxnCoordinator {
             TxnStatus::PrepareAbort => (MarkerKind::Abort, TxnStatus::CompleteAbort),
             _ => return Ok(meta),
         };
-        let coordinator_epoch = state.loaded_in.unwrap_or(0);
         if let Err(error) = markers::write(
             broker,
             &meta.partitions,
             (meta.producer_id, meta.producer_epoch),
             kind,
-            coordinator_epoch,
+            epoch,
         )
         .await
         {
@@ -486,14 +547,18 @@ impl TxnCoordinator {
             start_ms: -1,
             ..meta
         };
-        self.persist(broker, state, transactional_id, &completed)
+        self.persist(broker, epoch, transactional_id, &completed)
             .await?;
         Ok(completed)
     }
 
     /// Aborts the transactions open longer than their timeout (fencing their producers with
-    /// a new epoch, as Kafka does) and finishes those decided but not yet marked.
+    /// a new epoch, as Kafka does) and finishes those decided but not yet marked. An id
+    /// busy with a request is left for the next tick.
     pub(crate) async fn tick(&self, broker: &Broker) -> Result<(), TxnError> {
+        self.turns
+            .lock()
+            .retain(|_, turn| Arc::strong_count(turn) > 1);
         if self.local.is_none() {
             // Looked up without creating it: until a transactional producer needs the state
             // topic, there is nothing to time out.
@@ -506,25 +571,37 @@ impl TxnCoordinator {
                 return Ok(());
             }
         }
-        let mut state = self.take_up(broker).await?;
+        let epoch = self.take_up(broker).await?;
         let now = now_ms();
-        let due: Vec<(String, TxnMeta)> = state
+        let due = |meta: &TxnMeta| match meta.status {
+            TxnStatus::Ongoing => meta.start_ms.saturating_add(i64::from(meta.timeout_ms)) <= now,
+            TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => true,
+            _ => false,
+        };
+        let ids: Vec<String> = self
+            .state
+            .lock()
             .txns
             .iter()
-            .filter(|(_, m)| match m.status {
-                TxnStatus::Ongoing => m.start_ms.saturating_add(i64::from(m.timeout_ms)) <= now,
-                TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => true,
-                _ => false,
-            })
-            .map(|(id, m)| (id.clone(), m.clone()))
+            .filter(|(_, meta)| due(meta))
+            .map(|(id, _)| id.clone())
             .collect();
-        for (id, meta) in due {
+        for id in ids {
+            let turn = Arc::clone(self.turns.lock().entry(id.clone()).or_default());
+            let Ok(_turn) = turn.try_lock_owned() else {
+                continue;
+            };
+            // Read again in the id's turn: a request may have moved it on.
+            let Some(meta) = self.meta(epoch, &id)?.filter(|meta| due(meta)) else {
+                continue;
+            };
             if meta.status == TxnStatus::Ongoing {
                 tracing::info!(transactional_id = %id, "aborting a transaction past its timeout");
                 let fenced = self.bump(broker, meta).await?;
-                self.decide(broker, &mut state, &id, fenced, false).await?;
+                let prepared = self.prepare(broker, epoch, &id, fenced, false).await?;
+                self.complete(broker, epoch, &id, prepared).await?;
             } else {
-                self.complete(broker, &mut state, &id, meta).await?;
+                self.complete(broker, epoch, &id, meta).await?;
             }
         }
         Ok(())
@@ -532,7 +609,11 @@ impl TxnCoordinator {
 
     /// Every transactional id this coordinator knows, with its state.
     pub(crate) async fn list(&self, broker: &Broker) -> Result<Vec<TxnView>, TxnError> {
-        let state = self.take_up(broker).await?;
+        let epoch = self.take_up(broker).await?;
+        let state = self.state.lock();
+        if state.loaded_in != Some(epoch) {
+            return Err(TxnError::NotCoordinator);
+        }
         let mut views: Vec<TxnView> = state
             .txns
             .iter()
@@ -546,11 +627,11 @@ impl TxnCoordinator {
     }
 
     /// Writes the new state of a transactional id to the log (with `acks=all` in a
-    /// cluster), then keeps it in memory.
+    /// cluster), then keeps it in memory, if the state is still the one of `epoch`.
     async fn persist(
         &self,
         broker: &Broker,
-        state: &mut State,
+        epoch: i32,
         transactional_id: &str,
         meta: &TxnMeta,
     ) -> Result<(), TxnError> {
@@ -562,7 +643,6 @@ impl TxnCoordinator {
         if let Some(log) = &self.local {
             log.write().append(&mut batch, 0)?;
         } else {
-            let epoch = state.loaded_in.ok_or(TxnError::NotCoordinator)?;
             let partition = broker
                 .replicas
                 .leader_of_any(&self.topic, 0, epoch)
@@ -585,10 +665,18 @@ impl TxnCoordinator {
                 }
                 Replicated::NotLeader { .. } => {
                     // Whoever leads now loads the state afresh.
-                    state.loaded_in = None;
+                    let mut state = self.state.lock();
+                    if state.loaded_in == Some(epoch) {
+                        state.loaded_in = None;
+                    }
                     return Err(TxnError::NotCoordinator);
                 }
             }
+        }
+        let mut state = self.state.lock();
+        if state.loaded_in != Some(epoch) {
+            // Loaded again since (leadership came back): what the log says stands.
+            return Err(TxnError::NotCoordinator);
         }
         state.txns.insert(transactional_id.to_owned(), meta.clone());
         Ok(())
