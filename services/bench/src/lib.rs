@@ -145,13 +145,22 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
                 report.consume(name, spec, consumed);
             }
         }
-        let txn_spec = TxnSpec::standard(bytes);
-        if name == "skein" && args.selects(&txn_spec.to_string()) {
+        for txn_spec in TxnSpec::matrix(bytes)
+            .into_iter()
+            .filter(|s| name == "skein" && args.selects(&s.to_string()))
+        {
             eprintln!("{name}: {txn_spec}, and idempotent for reference");
-            let idempotent =
-                workload::produce_idempotent(&bootstrap, "bench-idempotent", &txn_spec)?;
-            let transactional =
-                workload::produce_transactional(&bootstrap, "bench-transactional", &txn_spec)?;
+            let suffix = format!("{}x", txn_spec.producers);
+            let idempotent = workload::produce_idempotent(
+                &bootstrap,
+                &format!("bench-idempotent-{suffix}"),
+                &txn_spec,
+            )?;
+            let transactional = workload::produce_transactional(
+                &bootstrap,
+                &format!("bench-transactional-{suffix}"),
+                &txn_spec,
+            )?;
             report.transactions(TxnRow {
                 broker: name,
                 spec: txn_spec,

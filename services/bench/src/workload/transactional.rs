@@ -10,11 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::util::Timeout;
 
-use super::produce::CountingContext;
+use super::produce::{send_blocking, CountingContext};
 use super::{client_config, create_topic, payload, record_size, Throughput};
 
 /// One transactional run and its idempotent reference.
@@ -38,6 +37,21 @@ impl TxnSpec {
             producers: 4,
             partitions: 4,
         }
+    }
+}
+
+impl TxnSpec {
+    /// The runs `skein bench` makes: [`TxnSpec::standard`] with 4 producers, where each
+    /// producer's round trips per transaction (AddPartitionsToTxn, Produce, EndTxn, one after
+    /// the other) bound what it writes, and with 16, enough to keep the broker busy.
+    pub fn matrix(bytes: u64) -> Vec<Self> {
+        [4, 16]
+            .into_iter()
+            .map(|producers| Self {
+                producers,
+                ..Self::standard(bytes)
+            })
+            .collect()
     }
 }
 
@@ -112,42 +126,54 @@ fn run(bootstrap: &str, topic: &str, spec: &TxnSpec, mode: Mode) -> anyhow::Resu
     })
 }
 
-/// Waits until every record sent is acknowledged, serving delivery reports. rust-rdkafka's
-/// own flush (which its commit_transaction calls first) sleeps in poll() for 100 ms
-/// whenever a record is still in flight, which would put 100 ms into every transaction
-/// whatever the broker does; with nothing in flight it returns at once.
-fn drain(producer: &BaseProducer<CountingContext>) -> anyhow::Result<()> {
-    // A flush that does not wait sends what lingers at once, as a commit's flush does.
-    let _ = producer.flush(Duration::ZERO);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while producer.in_flight_count() > 0 {
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "records unacknowledged after 300 s"
-        );
-        producer.poll(Duration::from_millis(1));
+/// librdkafka's flush (`Flush`) or commit (`Commit`, which flushes first) of `producer`,
+/// waiting up to `timeout`. rust-rdkafka's own `flush` (which its `commit_transaction` calls
+/// first) asks librdkafka for a flush without waiting and then sleeps in `poll()` for up to
+/// 100 ms; librdkafka's own calls send what lingers at once and return with the last
+/// acknowledgement (the producer's thread serves the delivery reports meanwhile), as a
+/// Java or confluent-kafka client's commit does.
+#[allow(unsafe_code)]
+fn finish(
+    producer: &ThreadedProducer<CountingContext>,
+    step: Finish,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    use rdkafka::bindings as rd;
+    let handle = producer.client().native_ptr();
+    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    match step {
+        Finish::Flush => {
+            // SAFETY: `handle` is the live producer's, borrowed for the call; rd_kafka_flush
+            // may be called from any thread.
+            let code = unsafe { rd::rd_kafka_flush(handle, timeout_ms) };
+            anyhow::ensure!(
+                code == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR,
+                "flush failed: {:?}",
+                code
+            );
+        }
+        Finish::Commit => {
+            // SAFETY: as above; a non-null error is read, then destroyed once, here.
+            unsafe {
+                let error = rd::rd_kafka_commit_transaction(handle, timeout_ms);
+                if !error.is_null() {
+                    let message = std::ffi::CStr::from_ptr(rd::rd_kafka_error_string(error))
+                        .to_string_lossy()
+                        .into_owned();
+                    rd::rd_kafka_error_destroy(error);
+                    bail!("commit failed: {message}");
+                }
+            }
+        }
     }
     Ok(())
 }
 
-/// Sends `record`, serving delivery reports while librdkafka's queue is full.
-fn send(
-    producer: &BaseProducer<CountingContext>,
-    mut record: BaseRecord<'_, (), [u8]>,
-) -> anyhow::Result<()> {
-    loop {
-        match producer.send(record) {
-            Ok(()) => {
-                producer.poll(Duration::ZERO);
-                return Ok(());
-            }
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                record = back;
-                producer.poll(Duration::from_millis(1));
-            }
-            Err((e, _)) => bail!("send failed: {e}"),
-        }
-    }
+/// How [`finish`] ends a batch of records.
+#[derive(Debug, Clone, Copy)]
+enum Finish {
+    Flush,
+    Commit,
 }
 
 /// One producer's `records`, all acknowledged (and, transactional, committed) or an error.
@@ -174,15 +200,27 @@ fn share_of(
     if mode == Mode::Transactional {
         config.set("transactional.id", transactional_id);
     }
-    // A BaseProducer polled here (see `drain`).
-    let producer: BaseProducer<CountingContext> = config.create_with_context(context)?;
+    // Its thread serves the delivery reports while `finish` waits in librdkafka.
+    let producer: ThreadedProducer<CountingContext> = config.create_with_context(context)?;
     let timeout = Timeout::After(Duration::from_secs(60));
-    let started = match mode {
-        Mode::Transactional => producer.init_transactions(timeout),
-        Mode::Idempotent => Ok(()),
+    let step = match mode {
+        Mode::Transactional => Finish::Commit,
+        Mode::Idempotent => Finish::Flush,
     };
+    // One record (in a transaction of its own) before the clock starts: both runs then time
+    // producers that are connected and have their producer ids.
+    let warm_up = || -> anyhow::Result<()> {
+        if mode == Mode::Transactional {
+            producer.init_transactions(timeout)?;
+            producer.begin_transaction()?;
+        }
+        send_blocking(&producer, BaseRecord::to(topic).payload(value))?;
+        finish(&producer, step, Duration::from_secs(60))
+    };
+    let started = warm_up();
     ready.wait();
     started?;
+    let warm_up_records = 1;
     let mut sent = 0;
     while sent < records {
         let count = match mode {
@@ -193,24 +231,18 @@ fn share_of(
             producer.begin_transaction()?;
         }
         for _ in 0..count {
-            send(&producer, BaseRecord::to(topic).payload(value))?;
+            send_blocking(&producer, BaseRecord::to(topic).payload(value))?;
         }
-        match mode {
-            // A commit sends what is queued and waits for every acknowledgement first.
-            Mode::Transactional => {
-                drain(&producer)?;
-                producer.commit_transaction(timeout)?;
-            }
-            Mode::Idempotent => drain(&producer)?,
-        }
+        // A commit sends what is queued and waits for every acknowledgement first.
+        finish(&producer, step, Duration::from_secs(300))?;
         sent += count;
     }
     let delivered = deliveries.delivered.load(Ordering::Relaxed);
     let failed = deliveries.failed.load(Ordering::Relaxed);
-    if failed > 0 || delivered != records {
+    if failed > 0 || delivered != records + warm_up_records {
         let first = deliveries.first_error.lock().ok().and_then(|e| e.clone());
         bail!(
-            "{delivered} of {records} records delivered, {failed} failed (first error: {first:?})"
+            "{delivered} of {records} records (and {warm_up_records} before the clock) delivered, {failed} failed (first error: {first:?})"
         );
     }
     Ok(())
