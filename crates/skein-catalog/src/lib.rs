@@ -134,6 +134,15 @@ impl Catalog {
         self.backend
     }
 
+    /// Whether the database answers, and the schema is migrated (readiness).
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT COUNT(*) FROM _sqlx_migrations")
+            .execute(&self.pool)
+            .await
+            .map_err(CatalogError::Database)?;
+        Ok(())
+    }
+
     /// Closes every connection.
     pub async fn close(&self) {
         self.pool.close().await;

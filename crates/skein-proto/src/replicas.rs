@@ -1,6 +1,10 @@
 //! Calls to the control plane's replicas with failover: a call goes to the replica that
 //! last answered; one that is unreachable or standing by (UNAVAILABLE) passes the call to
 //! the next, so brokers and gateways ride through a controller failover.
+//!
+//! A replica answering UNAVAILABLE also has its connection replaced by a new one, made on
+//! the next call: an address that names several replicas (a Kubernetes headless Service)
+//! is resolved again then, and the next connection may reach the one holding the lease.
 
 // tonic's `Status` is the error type of every gRPC call; it is large by design.
 #![allow(clippy::result_large_err)]
@@ -75,10 +79,17 @@ impl Interceptor for Credential {
     }
 }
 
+/// One control-plane address and its current (lazily connected) client.
+#[derive(Debug)]
+struct Replica {
+    url: String,
+    client: std::sync::RwLock<Client>,
+}
+
 /// Lazily connected channels to each control-plane replica.
 #[derive(Debug, Clone)]
 pub struct ControllerReplicas {
-    replicas: Arc<[(String, Client)]>,
+    replicas: Arc<[Replica]>,
     /// The credential every call presents.
     credential: Credential,
     preferred: Arc<AtomicUsize>,
@@ -94,32 +105,23 @@ pub enum ReplicasError {
 }
 
 impl ControllerReplicas {
-    /// Channels to each replica in `urls`, every call carrying `credential`; nothing
-    /// connects until the first call.
     /// The credential every call presents.
     pub fn credential(&self) -> &Credential {
         &self.credential
     }
 
+    /// Channels to each replica in `urls`, every call carrying `credential`; nothing
+    /// connects until the first call.
     pub fn connect_lazy(urls: &[String], credential: Credential) -> Result<Self, ReplicasError> {
         if urls.is_empty() {
             return Err(ReplicasError::NoAddress);
         }
         let mut replicas = Vec::with_capacity(urls.len());
         for url in urls {
-            let channel = Endpoint::from_shared(url.clone())
-                .map_err(|e| ReplicasError::BadAddress {
-                    url: url.clone(),
-                    reason: e.to_string(),
-                })?
-                .connect_timeout(Duration::from_secs(2))
-                .connect_lazy();
-            replicas.push((
-                url.clone(),
-                ControllerClient::with_interceptor(channel, credential.clone())
-                    .max_decoding_message_size(MAX_CONTROLLER_MESSAGE_BYTES)
-                    .max_encoding_message_size(MAX_CONTROLLER_REQUEST_BYTES),
-            ));
+            replicas.push(Replica {
+                url: url.clone(),
+                client: std::sync::RwLock::new(client(url, &credential)?),
+            });
         }
         Ok(Self {
             credential,
@@ -141,14 +143,27 @@ impl ControllerReplicas {
         let mut last = None;
         for step in 0..count {
             let index = (first + step) % count;
-            let (url, client) = &self.replicas[index];
-            match call(client.clone(), request.clone()).await {
+            let replica = &self.replicas[index];
+            let current = replica
+                .client
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            let url = &replica.url;
+            match call(current, request.clone()).await {
                 Ok(response) => {
                     self.preferred.store(index, Ordering::Relaxed);
                     return Ok(response.into_inner());
                 }
                 Err(status) if status.code() == tonic::Code::Unavailable => {
                     tracing::debug!(replica = %url, message = status.message(), "trying another control-plane replica");
+                    // The next call connects afresh (resolving the address again).
+                    if let Ok(fresh) = client(url, &self.credential) {
+                        *replica
+                            .client
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+                    }
                     last = Some(status);
                 }
                 Err(status) => return Err(status),
@@ -166,4 +181,20 @@ impl ControllerReplicas {
             .await?;
         Ok(Snapshots::new(chunks))
     }
+}
+
+/// A lazily connecting client of the replica at `url`.
+fn client(url: &str, credential: &Credential) -> Result<Client, ReplicasError> {
+    let channel = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| ReplicasError::BadAddress {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })?
+        .connect_timeout(Duration::from_secs(2))
+        .connect_lazy();
+    Ok(
+        ControllerClient::with_interceptor(channel, credential.clone())
+            .max_decoding_message_size(MAX_CONTROLLER_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_CONTROLLER_REQUEST_BYTES),
+    )
 }

@@ -78,6 +78,24 @@ pub enum TokenError {
     },
 }
 
+impl TokenError {
+    /// A short name of the refusal, for metrics (one of a fixed few).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Malformed(_) | Self::WrongClaimType { .. } => "malformed",
+            Self::TooLarge { .. } => "too_large",
+            Self::AlgorithmNotAllowed(_) => "algorithm",
+            Self::UnknownKey(_) => "unknown_key",
+            Self::BadSignature => "bad_signature",
+            Self::Expired => "expired",
+            Self::NotYetValid => "not_yet_valid",
+            Self::WrongIssuer => "issuer",
+            Self::WrongAudience => "audience",
+            Self::MissingClaim(_) => "missing_claim",
+        }
+    }
+}
+
 /// A key tokens are verified with.
 #[derive(Clone)]
 pub struct VerifyingKey {

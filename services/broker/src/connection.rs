@@ -70,6 +70,25 @@ async fn write_frame<W: AsyncWrite + Unpin>(
     out.write_all(body).await
 }
 
+/// A connection in the listener's gauge while it lives.
+struct Counted {
+    broker: Arc<Broker>,
+    listener: String,
+}
+
+impl Counted {
+    fn open(broker: Arc<Broker>, listener: String) -> Self {
+        broker.metrics.connection_opened(&listener);
+        Self { broker, listener }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.broker.metrics.connection_closed(&self.listener);
+    }
+}
+
 /// Serves one connection (`peer` is `/ip`, as ACL hosts are matched) over a TCP or TLS
 /// stream.
 pub(crate) async fn run<S>(
@@ -82,6 +101,7 @@ pub(crate) async fn run<S>(
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
+    let _counted = Counted::open(Arc::clone(&broker), listener.name.clone());
     let session = Session::new(listener, peer);
     if let Some(who) = certificate {
         tracing::debug!(peer = %session.peer, principal = %who.principal,

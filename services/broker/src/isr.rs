@@ -59,6 +59,9 @@ pub(crate) fn spawn(broker: Arc<Broker>, link: ControllerLink) -> JoinHandle<()>
                     .await;
                 match changed {
                     Ok(stored) => {
+                        broker
+                            .metrics
+                            .isr_changed(placement.isr.len(), stored.isr.len());
                         tracing::info!(%topic, partition = index, from = ?placement.isr, to = ?stored.isr, "ISR changed");
                         broker.topics.set_partition(&topic, topic_id, index, stored);
                         if let Ok(partition) = broker.replicas.leader_of_any(&topic, index, -1) {

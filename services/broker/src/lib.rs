@@ -21,6 +21,7 @@ mod handler;
 mod isr;
 mod listener;
 pub mod listeners;
+pub mod metrics;
 mod node;
 mod producer;
 mod quota;
@@ -99,9 +100,37 @@ pub struct Broker {
     keys: sasl::KeyChecker,
     /// This broker, for work that outlives the request that starts it.
     me: std::sync::Weak<Broker>,
+    /// What operators scrape (`metrics.rs`).
+    pub(crate) metrics: metrics::BrokerMetrics,
 }
 
 impl Broker {
+    /// Whether the broker can serve its share: every partition it follows (with a leader)
+    /// has it in its ISR, that is, has caught up. The reason names the first that has not.
+    pub fn readiness(&self) -> Result<(), String> {
+        let node = self.config.node_id;
+        for topic in self.topics.list_all() {
+            for index in 0..topic.partitions {
+                let Some(placement) = topic.placement_of(index, node) else {
+                    continue;
+                };
+                let follows = placement.replicas.contains(&node) && placement.leader != node;
+                if follows && placement.leader >= 0 && !placement.isr.contains(&node) {
+                    return Err(format!(
+                        "partition {index} of {} has not caught up with its leader {}",
+                        topic.name, placement.leader
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The broker's metrics, to register with a service's registry.
+    pub fn metrics(&self) -> &metrics::BrokerMetrics {
+        &self.metrics
+    }
+
     /// This broker, shared, for a task that outlives the request starting it; `None` once
     /// the broker is being dropped.
     pub(crate) fn shared(&self) -> Option<Arc<Broker>> {
@@ -276,6 +305,7 @@ impl Broker {
         );
         Ok(Arc::new_cyclic(|me| Self {
             me: me.clone(),
+            metrics: metrics::BrokerMetrics::default(),
             config,
             topics,
             replicas,

@@ -345,7 +345,11 @@ async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, Connect
     if !hold.is_zero() {
         tokio::time::sleep(hold).await;
     }
+    let started = std::time::Instant::now();
     let (mut response, handling) = timed_polls(A::handle(&call, request)).await;
+    call.broker
+        .metrics
+        .request(A::KEY, (decoding + started.elapsed()).as_secs_f64());
     // Handled, then charged: the throttle applies to what comes next.
     let mut throttle = std::time::Duration::ZERO;
     if let Some(metered) = bytes {
@@ -359,6 +363,11 @@ async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, Connect
         for quota in quotas.iter().flatten() {
             throttle = throttle.max(quota.charge(Metered::RequestTime, busy));
         }
+    }
+    if let Some(tenant) = call.broker.tenant_of(&call.scope) {
+        call.broker
+            .metrics
+            .throttled(tenant, throttle.as_secs_f64());
     }
     if let Some(response) = response.as_mut() {
         response.set_throttle_ms(throttle_ms(throttle));

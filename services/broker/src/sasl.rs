@@ -213,6 +213,23 @@ pub enum SaslError {
     Scram(#[from] skein_scram::ScramError),
 }
 
+impl SaslError {
+    /// A short name of the refusal, for metrics (one of a fixed few).
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            Self::MalformedPlain | Self::MalformedOAuthBearer => "malformed",
+            Self::TokenTooLarge | Self::OAuthBearerTooLarge => "too_large",
+            Self::BadCredentials => "bad_credentials",
+            Self::Unavailable | Self::NoController => "unavailable",
+            Self::Rationed => "rationed",
+            Self::BadToken(_) => "bad_token",
+            Self::OtherTenant { .. } | Self::NoTenant => "wrong_tenant",
+            Self::PrincipalChanged(_) => "principal_changed",
+            Self::Scram(_) => "bad_credentials",
+        }
+    }
+}
+
 /// The bearer token of an OAUTHBEARER client message: a GS2 header, then `key=value`
 /// pairs separated by 0x01, one of them `auth=Bearer <token>`, and a final 0x01.
 pub fn parse_oauthbearer(message: &[u8]) -> Result<&str, SaslError> {

@@ -81,9 +81,17 @@ pub struct Authenticator {
     /// The cluster's view, whose list of keys in force ends a remembered key at once when
     /// it is revoked.
     view: Option<ClusterView>,
+    /// Counts refusals by reason.
+    metrics: crate::metrics::GatewayMetrics,
 }
 
 impl Authenticator {
+    /// Counts its refusals in `metrics`.
+    pub(crate) fn counting(mut self, metrics: crate::metrics::GatewayMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     /// Forgets a remembered API key as soon as `view` no longer lists it as in force.
     pub fn following(mut self, view: ClusterView) -> Self {
         self.view = Some(view);
@@ -102,13 +110,27 @@ impl Authenticator {
             controller,
             api_keys: Arc::new(Mutex::new(HashMap::new())),
             view: None,
+            metrics: crate::metrics::GatewayMetrics::default(),
         }
     }
 
     /// The caller an `Authorization` header value names.
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, GatewayError> {
+        let (caller, reason) = self.check(authorization).await;
+        if let Some(reason) = reason {
+            self.metrics.auth_rejected(reason);
+        }
+        caller
+    }
+
+    /// The caller, or the refusal with its reason for metrics.
+    async fn check(
+        &self,
+        authorization: Option<&str>,
+    ) -> (Result<Caller, GatewayError>, Option<&'static str>) {
+        let refused = |reason: &'static str| move |e: GatewayError| (Err(e), Some(reason));
         let Some(value) = authorization else {
-            return Err(GatewayError::Unauthenticated(
+            return refused("missing")(GatewayError::Unauthenticated(
                 "send `Authorization: Bearer <token>` or an API key as Basic credentials"
                     .to_owned(),
             ));
@@ -116,21 +138,31 @@ impl Authenticator {
         let (scheme, credential) = value.trim().split_once(' ').unwrap_or((value, ""));
         let credential = credential.trim();
         if scheme.eq_ignore_ascii_case("bearer") {
-            self.token(credential).await
+            match self.token(credential).await {
+                Ok(caller) => (Ok(caller), None),
+                Err((e, reason)) => (Err(e), Some(reason)),
+            }
         } else if scheme.eq_ignore_ascii_case("basic") {
-            self.api_key(credential).await
+            match self.api_key(credential).await {
+                Ok(caller) => (Ok(caller), None),
+                Err(e @ GatewayError::Unauthenticated(_)) => (Err(e), Some("bad_api_key")),
+                Err(e) => (Err(e), None),
+            }
         } else {
-            Err(GatewayError::Unauthenticated(format!(
+            refused("scheme")(GatewayError::Unauthenticated(format!(
                 "the {scheme} scheme is not accepted; use Bearer or Basic"
             )))
         }
     }
 
-    async fn token(&self, token: &str) -> Result<Caller, GatewayError> {
+    async fn token(&self, token: &str) -> Result<Caller, (GatewayError, &'static str)> {
         let required = ["sub", self.config.tenant_claim.as_str()];
         let claims = self.keys.verify(token, &required).await.map_err(|e| {
             tracing::debug!(reason = %e, "token refused");
-            GatewayError::Unauthenticated(format!("the token was refused: {e}"))
+            (
+                GatewayError::Unauthenticated(format!("the token was refused: {e}")),
+                e.reason(),
+            )
         })?;
         let text = |name: &str| {
             claims
@@ -139,7 +171,12 @@ impl Authenticator {
                 .filter(|v| !v.is_empty())
                 .map(str::to_owned)
                 .ok_or_else(|| {
-                    GatewayError::Unauthenticated(format!("the token's {name} claim is not a name"))
+                    (
+                        GatewayError::Unauthenticated(format!(
+                            "the token's {name} claim is not a name"
+                        )),
+                        "missing_claim",
+                    )
                 })
         };
         Ok(Caller {

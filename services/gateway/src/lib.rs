@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod error;
 pub mod grpc;
 pub mod idempotency;
+pub mod metrics;
 pub mod produce;
 pub mod quota;
 pub mod read;
@@ -75,6 +76,8 @@ pub struct Gateway {
     pub topic_lookups: skein_quota::Lookups,
     /// Set once the gateway begins to shut down.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// What operators scrape (`metrics.rs`).
+    pub metrics: metrics::GatewayMetrics,
 }
 
 impl Gateway {
@@ -88,9 +91,11 @@ impl Gateway {
     ) -> Arc<Self> {
         let (stream_read_ahead_bytes, read_ahead_bytes) =
             (http.stream_read_ahead_bytes, http.read_ahead_bytes);
+        let metrics = metrics::GatewayMetrics::default();
         Arc::new(Self {
             view,
-            auth,
+            auth: auth.counting(metrics.clone()),
+            metrics,
             brokers: Brokers::new(
                 controller
                     .as_ref()

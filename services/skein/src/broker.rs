@@ -35,8 +35,10 @@ pub(crate) struct BrokerArgs {
     controller_token_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     listener: ListenerArgs,
+    #[command(flatten)]
+    ops: crate::ops::OpsArgs,
     /// Seconds between heartbeats to the controller
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, env = "SKEIN_HEARTBEAT_INTERVAL_SECS", default_value_t = 2)]
     heartbeat_interval_secs: u64,
 }
 
@@ -55,6 +57,7 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         extra,
     } = args.listener.bind().await?;
     let address = listener.local_addr()?;
+    let ops_listener = args.ops.bind().await?;
     if args.tenant.is_none() {
         // Serving every tenant, a client's tenant comes from its authentication alone, and
         // other brokers prove they are brokers.
@@ -101,6 +104,7 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
             .node_settings(Duration::from_secs(args.heartbeat_interval_secs.max(1))),
     )
     .await?;
+    crate::ops::spawn(ops_listener, broker_ops(node.broker()));
     // One line, the other listeners on it too: scripts read the addresses from it.
     let mut others = String::new();
     for (listener, info) in extra {
@@ -151,4 +155,14 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
     node.shutdown().await?;
     println!("closed cleanly");
     Ok(())
+}
+
+/// A broker's operations endpoint: its metrics, and ready once every partition it follows
+/// has caught up with its leader.
+pub(crate) fn broker_ops(broker: &std::sync::Arc<skein_broker::Broker>) -> skein_ops::Ops {
+    let mut registry = crate::ops::registry();
+    broker.metrics().register(&mut registry);
+    let (ready, scraped) = (std::sync::Arc::clone(broker), std::sync::Arc::clone(broker));
+    skein_ops::Ops::new(registry, move || ready.readiness())
+        .on_scrape(move || scraped.metrics().refresh(&scraped))
 }

@@ -30,8 +30,10 @@ pub(crate) struct ControlPlaneArgs {
     #[arg(long, env = "SKEIN_DATABASE_URL")]
     database_url: String,
     /// Apply pending catalog migrations before serving
-    #[arg(long)]
+    #[arg(long, env = "SKEIN_MIGRATE")]
     migrate: bool,
+    #[command(flatten)]
+    ops: crate::ops::OpsArgs,
     /// Address the admin REST API binds
     #[arg(long, env = "SKEIN_ADMIN_LISTEN", default_value = "127.0.0.1:8081")]
     admin_listen: SocketAddr,
@@ -46,7 +48,7 @@ pub(crate) struct ControlPlaneArgs {
     #[arg(long, env = "SKEIN_CONTROL_PLANE_REPLICA")]
     replica_id: Option<String>,
     /// Seconds the controller lease lasts without renewal (a standby takes over after it)
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, env = "SKEIN_LEASE_TTL_SECS", default_value_t = 10)]
     lease_ttl_secs: u64,
     /// Milliseconds a broker stays live without a heartbeat (Kafka's
     /// `broker.session.timeout.ms`, whose default is 9000): after it, the broker leaves
@@ -178,6 +180,7 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         listener.local_addr()?,
         controller_listener.local_addr()?
     );
+    let ops_listener = args.ops.bind().await?;
     let replica_id = args.replica_id.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
         format!("{}-{}", host.trim(), std::process::id())
@@ -193,6 +196,10 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         config.clone(),
         Arc::clone(&leadership),
         config.watch_interval,
+    );
+    crate::ops::spawn(
+        ops_listener,
+        control_plane_ops(catalog.clone(), Arc::clone(&leadership)),
     );
     let controller_secret =
         crate::controller_credentials::read_secret(&args.controller_secret_file)?;
@@ -314,4 +321,45 @@ pub(crate) fn dev_secret(data_dir: &Path, name: &str) -> anyhow::Result<Vec<u8>>
     file.write_all(secret.as_bytes())?;
     file.sync_all()?;
     Ok(secret.into_bytes())
+}
+
+/// A control-plane replica's operations endpoint: ready while its catalog answers (checked
+/// every 2 s), with [`controller_metrics`].
+pub(crate) fn control_plane_ops(catalog: Catalog, leadership: Arc<Leadership>) -> skein_ops::Ops {
+    let mut registry = crate::ops::registry();
+    let refresh = controller_metrics(&mut registry, leadership);
+    let catalog_ok = Arc::new(parking_lot::Mutex::new(Err::<(), String>(
+        "the catalog has not been checked yet".to_owned(),
+    )));
+    let checked = Arc::clone(&catalog_ok);
+    tokio::spawn(async move {
+        loop {
+            let answer = catalog
+                .ping()
+                .await
+                .map_err(|e| format!("the catalog does not answer: {e}"));
+            *checked.lock() = answer;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    });
+    skein_ops::Ops::new(registry, move || catalog_ok.lock().clone()).on_scrape(refresh)
+}
+
+/// Registers `skein_controller_active` (1 on the replica holding the controller lease, 0 on
+/// a standby); answers what refreshes it before a scrape.
+pub(crate) fn controller_metrics(
+    registry: &mut skein_ops::prometheus_client::registry::Registry,
+    leadership: Arc<Leadership>,
+) -> impl Fn() + Send + Sync + 'static {
+    use skein_ops::prometheus_client::metrics::gauge::Gauge;
+
+    let active: Gauge = Gauge::default();
+    registry.register(
+        "controller_active",
+        "Whether this replica holds the controller lease (1) or stands by (0)",
+        active.clone(),
+    );
+    move || {
+        active.set(i64::from(leadership.active_epoch().is_some()));
+    }
 }

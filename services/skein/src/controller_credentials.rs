@@ -33,6 +33,10 @@ pub(crate) struct ControllerTokenArgs {
     /// Days until the credential expires
     #[arg(long, default_value_t = 365)]
     valid_days: u64,
+    /// Write the credential to this file (readable by its owner only) instead of printing
+    /// it: an init container hands it to the pod's service this way
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 /// Prints a credential.
@@ -55,7 +59,22 @@ pub(crate) fn run(args: ControllerTokenArgs) -> anyhow::Result<()> {
         },
     )
     .context("failed to sign the credential")?;
-    println!("{token}");
+    match &args.out {
+        Some(path) => {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("failed to create {}", path.display()))?;
+            writeln!(file, "{token}")
+                .with_context(|| format!("failed to write {}", path.display()))?;
+        }
+        None => println!("{token}"),
+    }
     Ok(())
 }
 

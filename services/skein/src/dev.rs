@@ -58,6 +58,8 @@ pub(crate) struct DevArgs {
     /// killing one shows failover; topics get min(3, N) replicas
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=9))]
     brokers: u16,
+    #[command(flatten)]
+    ops: crate::ops::OpsArgs,
 }
 
 pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
@@ -305,6 +307,31 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     if !gateway.ready(Duration::from_secs(10)).await {
         println!("warning: the gateway has no metadata from the controller yet");
     }
+    // One operations endpoint for everything in this process: node 0, the control plane
+    // and the gateway.
+    let ops_listener = args.ops.bind().await?;
+    let mut registry = crate::ops::registry();
+    node.broker().metrics().register(&mut registry);
+    gateway.gateway.metrics.register(&mut registry);
+    let controller_scraped =
+        crate::control_plane::controller_metrics(&mut registry, Arc::clone(&controller.leadership));
+    let (ready_broker, scraped) = (Arc::clone(node.broker()), Arc::clone(node.broker()));
+    let ready_view = gateway.gateway.view.clone();
+    crate::ops::spawn(
+        ops_listener,
+        skein_ops::Ops::new(registry, move || {
+            ready_broker.readiness()?;
+            if ready_view.now().received {
+                Ok(())
+            } else {
+                Err("the gateway has not heard from the control plane yet".to_owned())
+            }
+        })
+        .on_scrape(move || {
+            scraped.metrics().refresh(&scraped);
+            controller_scraped();
+        }),
+    );
     let dev_token = dev_token(&secret)?;
     println!("kafka: bootstrap server {address} (tenant {DEV_TENANT:?}; topics are created on first use)");
     if let Some(sasl) = &sasl_address {
@@ -365,6 +392,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
 struct DevController {
     url: String,
     topics: TopicOps,
+    leadership: Arc<Leadership>,
     replica: String,
     catalog: Catalog,
     keeper: tokio::task::JoinHandle<()>,
@@ -408,7 +436,8 @@ impl DevController {
         }
         Ok(Self {
             url,
-            topics: TopicOps::new(catalog.clone(), config, leadership),
+            topics: TopicOps::new(catalog.clone(), config, Arc::clone(&leadership)),
+            leadership,
             replica,
             catalog,
             keeper,

@@ -84,6 +84,8 @@ pub(crate) struct GatewayArgs {
     /// dials
     #[arg(long, env = "SKEIN_GATEWAY_KAFKA_SSL_CA_LOCATION")]
     kafka_ssl_ca_location: Option<PathBuf>,
+    #[command(flatten)]
+    ops: crate::ops::OpsArgs,
 }
 
 /// The client-state keys from their files, or a random key of this process alone.
@@ -212,7 +214,7 @@ pub(crate) fn run(args: GatewayArgs) -> anyhow::Result<()> {
 pub(crate) struct RunningGateway {
     pub(crate) rest: SocketAddr,
     pub(crate) grpc: SocketAddr,
-    gateway: Arc<Gateway>,
+    pub(crate) gateway: Arc<Gateway>,
     stop: tokio::sync::watch::Sender<bool>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     grpc_server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
@@ -377,6 +379,10 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
         "gateway: REST on http://{}; gRPC on http://{}",
         gateway.rest, gateway.grpc
     );
+    let ops_listener = args.ops.bind().await?;
+    let mut registry = crate::ops::registry();
+    gateway.gateway.metrics.register(&mut registry);
+    crate::ops::spawn(ops_listener, gateway_ops(registry, &gateway));
     tokio::select! {
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
@@ -384,4 +390,20 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
     gateway
         .stop(Duration::from_secs(args.shutdown_grace_secs))
         .await
+}
+
+/// A gateway's operations endpoint over `registry`: ready once it has the cluster's
+/// metadata.
+pub(crate) fn gateway_ops(
+    registry: skein_ops::prometheus_client::registry::Registry,
+    gateway: &RunningGateway,
+) -> skein_ops::Ops {
+    let view = gateway.gateway.view.clone();
+    skein_ops::Ops::new(registry, move || {
+        if view.now().received {
+            Ok(())
+        } else {
+            Err("the gateway has not heard from the control plane yet".to_owned())
+        }
+    })
 }

@@ -11,6 +11,8 @@ mod dump;
 mod gateway;
 mod listener_args;
 mod migrate;
+mod ops;
+mod rack;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +50,9 @@ enum Command {
     ControllerToken(controller_credentials::ControllerTokenArgs),
     /// Apply the catalog's pending schema migrations (PostgreSQL or SQLite)
     Migrate(migrate::MigrateArgs),
+    /// Write a broker configuration file whose broker.rack is a label (the zone) of the
+    /// Kubernetes node this pod runs on
+    RackFromNode(rack::RackArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -80,6 +85,7 @@ fn main() -> ExitCode {
         Command::Broker(args) => broker::run(args),
         Command::Gateway(args) => gateway::run(args),
         Command::ControllerToken(args) => controller_credentials::run(args),
+        Command::RackFromNode(args) => rack::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

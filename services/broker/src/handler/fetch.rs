@@ -149,6 +149,14 @@ pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchRespo
                 )
                 .0
             };
+            for (target, data) in targets.iter().zip(&partitions) {
+                let bytes = data.records.as_ref().map_or(0, |r| r.len() as u64);
+                match (bytes, follower) {
+                    (0, _) => {}
+                    (bytes, Some(_)) => broker.metrics.replicated_out(bytes),
+                    (bytes, None) => broker.metrics.fetched(&target.topic, bytes),
+                }
+            }
             return respond(
                 broker,
                 scope,

@@ -95,6 +95,11 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
                 .and_then(|records| partition.append(records, request.acks));
             let answer = match written {
                 Ok(appended) => {
+                    broker.metrics.produced(
+                        &kept,
+                        appended.end_offset.saturating_sub(appended.base_offset) as u64,
+                        data.records.as_ref().map_or(0, |r| r.len() as u64),
+                    );
                     let answer = answer
                         .with_base_offset(appended.base_offset)
                         .with_log_append_time_ms(appended.log_append_time.unwrap_or(-1));

@@ -221,6 +221,7 @@ fn accept(
 fn failed(call: &Call<'_>, mechanism: &str, e: SaslError) -> Option<SaslAuthenticateResponse> {
     let session = call.session;
     tracing::info!(peer = %session.peer, mechanism, reason = %e, "SASL authentication failed");
+    call.broker.metrics.sasl_rejected(mechanism, e.reason());
     session.set_state(SaslState::Failed);
     // SCRAM's refusals say no more than "invalid credentials" to the client, whatever the
     // reason, so a guesser cannot tell an unknown user from a wrong password.

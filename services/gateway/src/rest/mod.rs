@@ -180,7 +180,11 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/v1/groups/{group}/offsets", post(groups::commit))
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(wrong_method)
-        .layer(DefaultBodyLimit::max(gateway.http.max_body_bytes));
+        .layer(DefaultBodyLimit::max(gateway.http.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&gateway),
+            crate::metrics::track,
+        ));
     let router = match cors(&gateway.http.cors_origins) {
         Some(layer) => router.layer(layer),
         None => router,

@@ -92,6 +92,17 @@ impl Dev {
         log: Option<&std::path::Path>,
         args: &[&str],
     ) -> Self {
+        Self::start_with_env(data, log, args, &[])
+    }
+
+    /// Like [`Dev::start_with`], with environment variables for `skein dev` (and the
+    /// brokers it starts).
+    pub fn start_with_env(
+        data: &std::path::Path,
+        log: Option<&std::path::Path>,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Self {
         let stderr = match log {
             Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
             None => Stdio::null(),
@@ -99,6 +110,7 @@ impl Dev {
         let mut child = Killed(
             command(data)
                 .args(args)
+                .envs(envs.iter().copied())
                 .stdout(Stdio::piped())
                 .stderr(stderr)
                 .spawn()
@@ -158,12 +170,19 @@ impl Dev {
     /// Creates a topic of tenant `dev` through the admin API and waits until the gateway
     /// knows it.
     pub fn create_topic(&self, name: &str, partitions: u32) {
+        self.create_replicated_topic(name, partitions, 1);
+    }
+
+    /// Creates a topic whose partitions have `replicas` copies each.
+    pub fn create_replicated_topic(&self, name: &str, partitions: u32, replicas: u32) {
         let (status, body) = super::http(
             &self.admin,
             "POST",
             "/v1/tenants/dev/topics",
             Some(&self.admin_token),
-            &format!(r#"{{"topic_name":"{name}","partitions_count":{partitions}}}"#),
+            &format!(
+                r#"{{"topic_name":"{name}","partitions_count":{partitions},"replication_factor":{replicas}}}"#
+            ),
         );
         assert_eq!(status, 201, "{body}");
         self.wait_for_topic(name);

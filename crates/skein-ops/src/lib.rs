@@ -1,0 +1,16 @@
+//! Every service's operations listener (`--ops-listen`): `/healthz` (the process serves),
+//! `/readyz` (it can do its work: what that means is the service's own check) and
+//! `/metrics` (Prometheus, in the OpenMetrics text format). It is a listener of its own so
+//! that probes and scrapers never pass the public APIs' authentication, and the public APIs
+//! never expose the numbers.
+//!
+//! Metric labels are bounded: a label whose values come from peers (topics, tenants, groups)
+//! goes through a [`LabelCap`], which keeps the first values it sees and folds the rest into
+//! one.
+
+mod cap;
+mod server;
+
+pub use cap::{LabelCap, OTHER};
+pub use prometheus_client;
+pub use server::{serve, Ops, Readiness};

@@ -1,0 +1,117 @@
+//! The gateway's metrics: REST requests by route (the route's template, never the path a
+//! client sent), method and status, with their latency; and refused credentials by reason.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::Gateway;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: String,
+    method: String,
+    status: u64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: String,
+    method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReasonLabels {
+    pub(crate) reason: String,
+}
+
+/// Every metric the gateway keeps.
+#[derive(Debug, Clone)]
+pub struct GatewayMetrics {
+    requests: Family<RequestLabels, Counter>,
+    request_seconds: Family<RouteLabels, Histogram>,
+    pub(crate) auth_rejections: Family<ReasonLabels, Counter>,
+}
+
+impl Default for GatewayMetrics {
+    fn default() -> Self {
+        Self {
+            requests: Family::default(),
+            request_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+            }),
+            auth_rejections: Family::default(),
+        }
+    }
+}
+
+impl GatewayMetrics {
+    /// Registers every family in `registry` (under its `skein` prefix).
+    pub fn register(&self, registry: &mut Registry) {
+        let http = registry.sub_registry_with_prefix("http");
+        http.register(
+            "requests",
+            "REST requests answered, by route, method and status",
+            self.requests.clone(),
+        );
+        http.register_with_unit(
+            "request_duration",
+            "Time from a REST request's arrival to its answer's head, by route and method",
+            Unit::Seconds,
+            self.request_seconds.clone(),
+        );
+        registry.register(
+            "gateway_auth_rejections",
+            "Credentials the gateway refused, by reason",
+            self.auth_rejections.clone(),
+        );
+    }
+
+    pub(crate) fn auth_rejected(&self, reason: &str) {
+        self.auth_rejections
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// Counts and times every REST request (a layer of the router).
+pub(crate) async fn track(
+    State(gateway): State<Arc<Gateway>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().as_str().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let metrics = &gateway.metrics;
+    metrics
+        .request_seconds
+        .get_or_create(&RouteLabels {
+            route: route.clone(),
+            method: method.clone(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            route,
+            method,
+            status: u64::from(response.status().as_u16()),
+        })
+        .inc();
+    response
+}

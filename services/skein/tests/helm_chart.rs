@@ -1,0 +1,42 @@
+//! The Helm chart (`helm/skein`), checked without a cluster by `tests/helm/check_chart.py`:
+//! Helm's lint and render (Helm's Go SDK through helm-python-sdk) for every values file in
+//! `helm/skein/ci/`, each rendered object validated against the Kubernetes schemas in strict
+//! mode, what operators rely on asserted on the renders, and broken values refused by the
+//! schema with the offending key named.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Command;
+
+#[test]
+fn the_chart_lints_renders_and_validates_for_every_values_file() {
+    let python = std::env::var("SKEIN_PYTHON").unwrap_or_else(|_| common::processes::python());
+    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(&python)
+        .arg(format!("{root}/tests/helm/check_chart.py"))
+        .arg(format!("{root}/helm/skein"))
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{printed}");
+    assert!(printed.contains("chart ok"), "{printed}");
+    // All five values files were rendered and validated.
+    for values in [
+        "default",
+        "tls",
+        "external-access",
+        "single-broker",
+        "bundled-postgresql",
+    ] {
+        assert!(
+            printed.contains(&format!("ok {values}-values.yaml")),
+            "{values}:\n{printed}"
+        );
+    }
+}

@@ -1,0 +1,396 @@
+//! The operations listener (`--ops-listen`) of `skein dev`: health and readiness, and
+//! Prometheus metrics that move by exactly what the test did: records and bytes produced
+//! and fetched per topic, Kafka requests per API, connections per listener, SASL and JWT
+//! rejections by reason, REST requests by route and status. On a three-broker cluster, a
+//! stopped follower shows as under-replicated partitions and an ISR shrink, and its return
+//! as an expansion with nothing under-replicated.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::dev::{after, Dev};
+use common::kafka::RawKafka;
+use kafka_protocol::messages::{
+    ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use skein_records::{build_batch, Compression, NewRecord, ProducerFields};
+
+/// The ops address `skein dev` printed.
+fn ops_of(dev: &Dev) -> String {
+    after(
+        &dev.printed,
+        "ops: health, readiness and metrics on http://",
+    )
+    .trim()
+    .to_owned()
+}
+
+fn scrape(ops: &str) -> String {
+    let (status, body) = common::http(ops, "GET", "/metrics", None, "");
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The value of the sample `name{labels}`, all of `labels` among its labels; 0 when there is
+/// none (a family shows a label set once it was first counted).
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (metric, label_text) = match series.split_once('{') {
+            Some((metric, rest)) => (metric, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if metric != name {
+            continue;
+        }
+        if labels.iter().all(|(k, v)| {
+            label_text
+                .split(',')
+                .any(|pair| pair == format!("{k}=\"{v}\""))
+        }) {
+            return value.parse().unwrap();
+        }
+    }
+    0.0
+}
+
+/// Waits until `check` holds of a scrape; answers that scrape.
+fn eventually(ops: &str, what: &str, check: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = scrape(ops);
+        if check(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{what} never showed:\n{text}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn metrics_move_by_exactly_what_clients_did() {
+    let data = tempfile::tempdir().unwrap();
+    let dev = Dev::start_with(data.path(), None, &["--ops-listen", "127.0.0.1:0"]);
+    let ops = ops_of(&dev);
+    assert_eq!(common::http(&ops, "GET", "/healthz", None, "").0, 200);
+    let (status, body) = common::http(&ops, "GET", "/readyz", None, "");
+    assert_eq!(status, 200, "{body}");
+    dev.create_topic("metered", 1);
+
+    let before = scrape(&ops);
+    assert!(
+        before.ends_with("# EOF\n"),
+        "not OpenMetrics text:\n{before}"
+    );
+    let produces = sample(&before, "skein_kafka_requests_total", &[("api", "Produce")]);
+
+    // Five records in one batch, produced once: exactly 5 records and the batch's bytes.
+    let records: Vec<NewRecord> = (0..5)
+        .map(|i| NewRecord {
+            value: Some(format!("value-{i}").into_bytes()),
+            ..NewRecord::default()
+        })
+        .collect();
+    let batch = build_batch(&records, Compression::None, ProducerFields::NONE).unwrap();
+    let batch_bytes = batch.len() as f64;
+    let mut kafka = RawKafka::connect(&dev.kafka);
+    assert_eq!(kafka.produce("metered", 0, batch), 0);
+    let connected = scrape(&ops);
+    assert_eq!(
+        sample(
+            &connected,
+            "skein_topic_records_in_total",
+            &[("topic", "metered")]
+        ),
+        5.0
+    );
+    assert_eq!(
+        sample(
+            &connected,
+            "skein_topic_bytes_in_total",
+            &[("topic", "metered")]
+        ),
+        batch_bytes
+    );
+    assert_eq!(
+        sample(
+            &connected,
+            "skein_kafka_requests_total",
+            &[("api", "Produce")]
+        ),
+        produces + 1.0
+    );
+    assert!(
+        sample(
+            &connected,
+            "skein_kafka_request_duration_seconds_count",
+            &[("api", "Produce")]
+        ) >= produces + 1.0
+    );
+    let open = sample(
+        &connected,
+        "skein_kafka_connections",
+        &[("listener", "PLAINTEXT")],
+    );
+    assert!(open >= 1.0, "{connected}");
+    drop(kafka);
+    eventually(&ops, "the closed connection", |text| {
+        sample(
+            text,
+            "skein_kafka_connections",
+            &[("listener", "PLAINTEXT")],
+        ) == open - 1.0
+    });
+
+    // A consumer reads the batch once: the same bytes out.
+    let read = Command::new("kcat")
+        .args([
+            "-b",
+            &dev.kafka,
+            "-t",
+            "metered",
+            "-C",
+            "-o",
+            "beginning",
+            "-c",
+            "5",
+            "-e",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(read.status.success(), "{read:?}");
+    assert_eq!(String::from_utf8_lossy(&read.stdout).lines().count(), 5);
+    let consumed = scrape(&ops);
+    assert_eq!(
+        sample(
+            &consumed,
+            "skein_topic_bytes_out_total",
+            &[("topic", "metered")]
+        ),
+        batch_bytes
+    );
+    // One broker leads its partitions; nothing is under-replicated or offline.
+    assert!(sample(&consumed, "skein_partitions_leaders", &[]) >= 1.0);
+    assert_eq!(
+        sample(&consumed, "skein_partitions_under_replicated", &[]),
+        0.0
+    );
+    assert_eq!(sample(&consumed, "skein_partitions_offline", &[]), 0.0);
+
+    // A wrong API key secret over SASL/PLAIN: one rejection, for bad credentials.
+    let sasl = after(&dev.printed, "): bootstrap server ")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let rejected = sample(
+        &consumed,
+        "skein_kafka_sasl_rejections_total",
+        &[("mechanism", "PLAIN"), ("reason", "bad_credentials")],
+    );
+    let mut client = RawKafka::connect(&sasl);
+    let handshake: SaslHandshakeResponse = client.call(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    );
+    assert_eq!(handshake.error_code, 0);
+    let refused: SaslAuthenticateResponse = client.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default()
+            .with_auth_bytes(Bytes::from_static(b"\0no-such-key\0wrong-secret")),
+    );
+    assert_eq!(
+        refused.error_code,
+        ResponseError::SaslAuthenticationFailed.code()
+    );
+    let after_sasl = scrape(&ops);
+    assert_eq!(
+        sample(
+            &after_sasl,
+            "skein_kafka_sasl_rejections_total",
+            &[("mechanism", "PLAIN"), ("reason", "bad_credentials")],
+        ),
+        rejected + 1.0
+    );
+
+    // The gateway: a request with a token that is no JWT, one with the dev token.
+    let route = [("route", "/v1/topics"), ("method", "GET")];
+    let denied = [route[0], route[1], ("status", "401")];
+    let allowed = [route[0], route[1], ("status", "200")];
+    let (was_denied, was_allowed, was_malformed) = (
+        sample(&after_sasl, "skein_http_requests_total", &denied),
+        sample(&after_sasl, "skein_http_requests_total", &allowed),
+        sample(
+            &after_sasl,
+            "skein_gateway_auth_rejections_total",
+            &[("reason", "malformed")],
+        ),
+    );
+    assert_eq!(
+        common::http(&dev.rest, "GET", "/v1/topics", Some("not-a-jwt"), "").0,
+        401
+    );
+    assert_eq!(
+        common::http(&dev.rest, "GET", "/v1/topics", Some(&dev.dev_token), "").0,
+        200
+    );
+    let after_rest = scrape(&ops);
+    assert_eq!(
+        sample(&after_rest, "skein_http_requests_total", &denied),
+        was_denied + 1.0
+    );
+    assert_eq!(
+        sample(&after_rest, "skein_http_requests_total", &allowed),
+        was_allowed + 1.0
+    );
+    assert_eq!(
+        sample(
+            &after_rest,
+            "skein_gateway_auth_rejections_total",
+            &[("reason", "malformed")]
+        ),
+        was_malformed + 1.0
+    );
+    // Paths are counted by route, never as sent.
+    assert!(
+        !after_rest.contains("route=\"/v1/topics/metered\""),
+        "{after_rest}"
+    );
+
+    // A produce quota of 1000 bytes/s holds back a tenant producing more: the time shows.
+    let (status, body) = common::http(
+        &dev.admin,
+        "PUT",
+        "/v1/tenants/dev/quota",
+        Some(&dev.admin_token),
+        r#"{"produce_bytes_per_sec":1000}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let large: Vec<NewRecord> = (0..20)
+        .map(|_| NewRecord {
+            value: Some(vec![b'x'; 1000]),
+            ..NewRecord::default()
+        })
+        .collect();
+    let mut kafka = RawKafka::connect(&dev.kafka);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after_rest = loop {
+        let batch = build_batch(&large, Compression::None, ProducerFields::NONE).unwrap();
+        assert_eq!(kafka.produce("metered", 0, batch), 0);
+        let text = scrape(&ops);
+        if sample(
+            &text,
+            "skein_kafka_throttle_seconds_total",
+            &[("tenant", "dev")],
+        ) > 0.0
+        {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no throttle time:\n{text}");
+    };
+
+    // Every series the Grafana dashboard plots is one these services serve.
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../helm/skein/dashboards/skein.json"
+    ))
+    .unwrap();
+    let mut plotted: Vec<&str> = dashboard
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("skein_"))
+        .collect();
+    plotted.sort_unstable();
+    plotted.dedup();
+    assert!(plotted.len() >= 15, "{plotted:?}");
+    for series in plotted {
+        // A counter's family is declared without `_total`, a histogram's without `_bucket`.
+        let family = series
+            .strip_suffix("_total")
+            .or_else(|| series.strip_suffix("_bucket"))
+            .unwrap_or(series);
+        assert!(
+            after_rest.contains(&format!("# TYPE {family} ")),
+            "the dashboard plots {series}, which no service serves:\n{after_rest}"
+        );
+    }
+}
+
+/// The pid of the child broker whose data directory is `dir`.
+fn pid_of(dir: &std::path::Path) -> String {
+    let out = Command::new("pgrep")
+        .args(["-f", "--", &format!("--data-dir {}", dir.display())])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .next()
+        .expect("the child broker runs")
+        .to_owned()
+}
+
+#[test]
+fn a_stopped_follower_shows_as_under_replicated_and_its_return_as_an_expansion() {
+    let data = tempfile::tempdir().unwrap();
+    // Followers leave the ISR after 3 s without catching up (30 s by default).
+    let dev = Dev::start_with_env(
+        data.path(),
+        None,
+        &["--brokers", "3", "--ops-listen", "127.0.0.1:0"],
+        &[("SKEIN_BROKER_REPLICA_LAG_TIME_MAX_MS", "3000")],
+    );
+    let ops = ops_of(&dev);
+    // Six partitions of three replicas: broker 0 (this process) leads some of them.
+    dev.create_replicated_topic("watched", 6, 3);
+    let healthy = eventually(&ops, "six led or followed partitions", |text| {
+        sample(text, "skein_partitions_replicas", &[]) >= 6.0
+            && sample(text, "skein_partitions_under_replicated", &[]) == 0.0
+    });
+    assert!(
+        sample(&healthy, "skein_partitions_leaders", &[]) >= 1.0,
+        "{healthy}"
+    );
+    let shrinks = sample(&healthy, "skein_replication_isr_shrinks_total", &[]);
+    let expands = sample(&healthy, "skein_replication_isr_expands_total", &[]);
+
+    // Broker 2 stops (SIGSTOP: it neither fetches nor exits).
+    let pid = pid_of(&data.path().join("broker-2"));
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let degraded = eventually(
+        &ops,
+        "under-replicated partitions and an ISR shrink",
+        |text| {
+            sample(text, "skein_partitions_under_replicated", &[]) >= 1.0
+                && sample(text, "skein_replication_isr_shrinks_total", &[]) > shrinks
+        },
+    );
+    assert_eq!(sample(&degraded, "skein_partitions_offline", &[]), 0.0);
+
+    // It resumes, catches up and rejoins every ISR.
+    assert!(Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    eventually(&ops, "the follower back in sync", |text| {
+        sample(text, "skein_partitions_under_replicated", &[]) == 0.0
+            && sample(text, "skein_replication_isr_expands_total", &[]) > expands
+    });
+}
