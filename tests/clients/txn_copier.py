@@ -97,11 +97,23 @@ elif MODE == "copy":
         return {tp.partition: tp.offset for tp in committed}
 
     position = rewind()
+    idle = 0
     while any(position.get(p, -1) < ends[p] for p in range(partitions)):
-        msgs = [m for m in consumer.consume(PER_TRANSACTION, 1) if not m.error()]
+        polled = consumer.consume(PER_TRANSACTION, 1)
+        for m in polled:
+            if m.error():
+                print(f"consumer error: {m.error()}", file=sys.stderr, flush=True)
+        msgs = [m for m in polled if not m.error()]
         if not msgs:
-            position = rewind()
+            # Nothing for a while: read back what the group committed (another copier may
+            # have gone further, or an abort left this one behind). Not after every empty
+            # poll: a fetch after a leader change can take longer than one poll.
+            idle += 1
+            if idle % 5 == 0:
+                position = rewind()
+                print(f"idle; committed {position}", file=sys.stderr, flush=True)
             continue
+        idle = 0
         try:
             producer.begin_transaction()
             for m in msgs:
@@ -115,11 +127,13 @@ elif MODE == "copy":
                     break
                 except KafkaException as e:
                     if e.args[0].retriable():
+                        print(f"commit again: {e.args[0]}", file=sys.stderr, flush=True)
                         continue
                     raise
         except KafkaException as e:
             error = e.args[0]
             if error.txn_requires_abort():
+                print(f"aborting: {error}", file=sys.stderr, flush=True)
                 producer.abort_transaction(60)
                 position = rewind()
                 continue

@@ -409,22 +409,25 @@ fn offsets_of_an_undecided_transaction_are_unstable_to_a_fetch_that_requires_sta
             .with_group_id(group.clone()),
     );
     assert_eq!(added.error_code, 0);
-    let committed: TxnOffsetCommitResponse = client.call(
-        28,
-        3,
-        &TxnOffsetCommitRequest::default()
-            .with_transactional_id(txn_id("offsets"))
-            .with_group_id(group)
-            .with_producer_id(ProducerId(producer.0))
-            .with_producer_epoch(producer.1)
-            .with_generation_id(-1)
-            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
-                .with_name(name(TOPIC))
-                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(7)])]),
-    );
-    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    let commit_offset = |client: &mut Client, offset: i64| -> i16 {
+        let committed: TxnOffsetCommitResponse = client.call(
+            28,
+            3,
+            &TxnOffsetCommitRequest::default()
+                .with_transactional_id(txn_id("offsets"))
+                .with_group_id(group.clone())
+                .with_producer_id(ProducerId(producer.0))
+                .with_producer_epoch(producer.1)
+                .with_generation_id(-1)
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(name(TOPIC))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset)])]),
+        );
+        committed.topics[0].partitions[0].error_code
+    };
+    assert_eq!(commit_offset(&mut client, 7), 0);
 
     // Undecided: a read_committed consumer is told to ask again; others see the old offset.
     assert_eq!(
@@ -435,5 +438,23 @@ fn offsets_of_an_undecided_transaction_are_unstable_to_a_fetch_that_requires_sta
 
     assert_eq!(end(&mut client, "offsets", producer, true), 0);
     settled(&mut client, "offsets");
+    assert_eq!(fetch_offset(&mut client, "copier", true), (7, 0));
+
+    // The transaction is over: offsets sent for it late (a request that raced its end) are
+    // refused, and leave nothing unstable behind them.
+    assert_eq!(
+        commit_offset(&mut client, 9),
+        ResponseError::InvalidTxnState.code()
+    );
+    assert_eq!(fetch_offset(&mut client, "copier", true), (7, 0));
+    // So are offsets of a transaction the group's offsets were never added to.
+    assert_eq!(
+        add_partitions(&mut client, "offsets", producer, &[0]),
+        vec![0]
+    );
+    assert_eq!(
+        commit_offset(&mut client, 9),
+        ResponseError::InvalidTxnState.code()
+    );
     assert_eq!(fetch_offset(&mut client, "copier", true), (7, 0));
 }

@@ -64,6 +64,10 @@ pub(crate) enum OffsetStoreError {
     /// A transactional producer whose epoch a later one replaced.
     #[error("the producer was fenced by a newer epoch")]
     Fenced,
+    /// A TxnOffsetCommit whose transaction its coordinator has not confirmed open here (or
+    /// that ended while the coordinator was asked).
+    #[error("the producer's transaction does not include the group's offsets")]
+    NotInTransaction,
 }
 
 impl OffsetStoreError {
@@ -74,6 +78,7 @@ impl OffsetStoreError {
             Self::NotAvailable(_) => ResponseError::CoordinatorNotAvailable,
             Self::Log(_) | Self::Batch(_) => ResponseError::UnknownServerError,
             Self::Fenced => ResponseError::ProducerFenced,
+            Self::NotInTransaction => ResponseError::InvalidTxnState,
         }
     }
 
@@ -106,6 +111,31 @@ struct State {
     /// The latest epoch each transactional producer wrote or was decided in here: an
     /// older epoch's TxnOffsetCommit is a zombie's.
     producer_epochs: HashMap<i64, i16>,
+    /// Which producers' transaction coordinator confirmed that their open transaction
+    /// includes this offsets partition; forgotten at each of their markers.
+    verifications: Verifications,
+}
+
+/// KIP-890's verification for the offsets partition. A TxnOffsetCommit is written only
+/// while its producer's coordinator confirms the transaction is open and holds the group's
+/// offsets partition, and only if no marker of that producer was written here since the
+/// coordinator was asked. Otherwise a commit racing its transaction's end (an abort at
+/// timeout, or by a new instance of the producer) would land after the marker, opening a
+/// transaction no coordinator knows: its offsets would stay unstable for ever.
+#[derive(Debug, Default)]
+struct Verifications {
+    next_guard: u64,
+    /// Producer id -> (epoch, guard) of a question to the coordinator under way.
+    asked: HashMap<i64, (i16, u64)>,
+    /// Producer id -> epoch the coordinator confirmed.
+    confirmed: HashMap<i64, i16>,
+}
+
+impl Verifications {
+    fn forget(&mut self, producer_id: i64) {
+        self.asked.remove(&producer_id);
+        self.confirmed.remove(&producer_id);
+    }
 }
 
 impl State {
@@ -274,9 +304,40 @@ impl OffsetStore {
         Ok(())
     }
 
+    /// Starts KIP-890's verification of `producer`'s transaction for this offsets partition:
+    /// `None` when its coordinator already confirmed it (and no marker came since), else the
+    /// guard to hand to [`OffsetStore::confirm_verification`] once the coordinator answers.
+    pub(crate) fn begin_verification(&self, producer: (i64, i16)) -> Option<u64> {
+        let mut state = self.state.write();
+        let verifications = &mut state.verifications;
+        if verifications.confirmed.get(&producer.0) == Some(&producer.1) {
+            return None;
+        }
+        verifications.next_guard += 1;
+        let guard = verifications.next_guard;
+        verifications.asked.insert(producer.0, (producer.1, guard));
+        Some(guard)
+    }
+
+    /// Records the coordinator's confirmation; false if a marker of the producer was
+    /// written here since it was asked (the confirmation is stale then).
+    pub(crate) fn confirm_verification(&self, producer: (i64, i16), guard: u64) -> bool {
+        let mut state = self.state.write();
+        let verifications = &mut state.verifications;
+        if verifications.asked.get(&producer.0) != Some(&(producer.1, guard)) {
+            return false;
+        }
+        verifications.asked.remove(&producer.0);
+        verifications.confirmed.insert(producer.0, producer.1);
+        true
+    }
+
     /// Offsets a transactional producer commits (TxnOffsetCommit): written to the log in
     /// its transaction, applied when its commit marker comes ([`OffsetStore::write_marker`]).
-    /// A producer epoch older than one already seen here is fenced.
+    /// A producer epoch older than one already seen here is fenced; a producer whose
+    /// transaction is not verified ([`OffsetStore::begin_verification`]) is refused. The
+    /// check, the append and the pending offsets happen under one lock, which markers take
+    /// too, so the pending offsets are in the order of the log.
     pub(crate) async fn commit_in_transaction(
         &self,
         replicas: &ReplicaManager,
@@ -286,45 +347,44 @@ impl OffsetStore {
         now_ms: i64,
     ) -> Result<(), OffsetStoreError> {
         let (producer_id, producer_epoch) = producer;
-        if self
-            .state
-            .read()
-            .producer_epochs
-            .get(&producer_id)
-            .is_some_and(|seen| *seen > producer_epoch)
-        {
-            return Err(OffsetStoreError::Fenced);
-        }
         let entries = commits
             .iter()
             .map(|(t, p, c)| ((t.clone(), *p), Some(encode_value(c, now_ms))));
-        let Some((epoch, base)) = self
-            .write(replicas, group, entries, now_ms, Some(producer))
-            .await?
-        else {
+        let Some(mut batch) = encode_batch(group, entries, now_ms, Some(producer))? else {
             return Ok(());
         };
-        let mut state = self.state.write();
-        if state.loaded_in != Some(epoch) {
-            return Err(OffsetStoreError::NotCoordinator);
-        }
-        let pending = state
-            .pending
-            .entry(producer_id)
-            .or_insert((producer_epoch, Vec::new()));
-        if pending.0 != producer_epoch {
-            *pending = (producer_epoch, Vec::new());
-        }
-        for (i, (topic, partition, c)) in commits.iter().enumerate() {
-            let key = (group.to_owned(), topic.clone(), *partition);
-            pending.1.push((key, c.clone(), base + i as i64));
-        }
-        let seen = state
-            .producer_epochs
-            .entry(producer_id)
-            .or_insert(producer_epoch);
-        *seen = (*seen).max(producer_epoch);
-        Ok(())
+        let (epoch, end) = {
+            let mut state = self.state.write();
+            if state
+                .producer_epochs
+                .get(&producer_id)
+                .is_some_and(|seen| *seen > producer_epoch)
+            {
+                return Err(OffsetStoreError::Fenced);
+            }
+            if state.verifications.confirmed.get(&producer_id) != Some(&producer_epoch) {
+                return Err(OffsetStoreError::NotInTransaction);
+            }
+            let (epoch, base, end) = self.append(&state, replicas, &mut batch, false)?;
+            let pending = state
+                .pending
+                .entry(producer_id)
+                .or_insert((producer_epoch, Vec::new()));
+            if pending.0 != producer_epoch {
+                *pending = (producer_epoch, Vec::new());
+            }
+            for (i, (topic, partition, c)) in commits.iter().enumerate() {
+                let key = (group.to_owned(), topic.clone(), *partition);
+                pending.1.push((key, c.clone(), base + i as i64));
+            }
+            let seen = state
+                .producer_epochs
+                .entry(producer_id)
+                .or_insert(producer_epoch);
+            *seen = (*seen).max(producer_epoch);
+            (epoch, end)
+        };
+        self.settle(replicas, epoch, end).await
     }
 
     /// Writes a transaction marker for `producer_id` (as its transaction coordinator asks)
@@ -338,28 +398,70 @@ impl OffsetStore {
     ) -> Result<(), OffsetStoreError> {
         let (producer_id, producer_epoch) = producer;
         let mut batch = build_marker(marker, producer_id, producer_epoch, now_ms)?;
-        let epoch = if let Some(log) = &self.local {
-            log.write().append_markers(&mut batch, 0)?;
-            0
-        } else {
-            let Some(epoch) = self.state.read().loaded_in else {
-                return Err(OffsetStoreError::NotCoordinator);
-            };
-            let partition = replicas
-                .leader_of_any(&self.topic, 0, epoch)
-                .map_err(OffsetStoreError::of_partition)?;
-            let appended = partition
-                .append_markers(&batch)
-                .map_err(OffsetStoreError::of_partition)?;
-            self.await_replicas(&partition, appended.end_offset).await?;
-            epoch
+        let (epoch, end) = {
+            let mut state = self.state.write();
+            let (epoch, _, end) = self.append(&state, replicas, &mut batch, true)?;
+            state.verifications.forget(producer_id);
+            (epoch, end)
         };
+        self.settle(replicas, epoch, end).await?;
         let mut state = self.state.write();
         if state.loaded_in != Some(epoch) {
             return Err(OffsetStoreError::NotCoordinator);
         }
         state.decide(producer_id, producer_epoch, marker.kind, now_ms);
         Ok(())
+    }
+
+    /// Appends `batch` (a marker if `marker`) to the offsets partition as its leader in the
+    /// epoch `state` was loaded in, without waiting for replicas: answers that epoch, the
+    /// batch's first offset and the log's end after it.
+    fn append(
+        &self,
+        state: &State,
+        replicas: &ReplicaManager,
+        batch: &mut [u8],
+        marker: bool,
+    ) -> Result<(i32, i64, i64), OffsetStoreError> {
+        if let Some(log) = &self.local {
+            let mut log = log.write();
+            let info = if marker {
+                log.append_markers(batch, 0)?
+            } else {
+                log.append(batch, 0)?
+            };
+            return Ok((0, info.first_offset as i64, info.last_offset as i64 + 1));
+        }
+        let Some(epoch) = state.loaded_in else {
+            return Err(OffsetStoreError::NotCoordinator);
+        };
+        let partition = replicas
+            .leader_of_any(&self.topic, 0, epoch)
+            .map_err(OffsetStoreError::of_partition)?;
+        let appended = if marker {
+            partition.append_markers(batch)
+        } else {
+            partition.append_as_coordinator(batch)
+        }
+        .map_err(OffsetStoreError::of_partition)?;
+        Ok((epoch, appended.base_offset, appended.end_offset))
+    }
+
+    /// In a cluster, waits until the in-sync replicas of the offsets partition (led in
+    /// `epoch`) have it up to `end`.
+    async fn settle(
+        &self,
+        replicas: &ReplicaManager,
+        epoch: i32,
+        end: i64,
+    ) -> Result<(), OffsetStoreError> {
+        if self.local.is_some() {
+            return Ok(());
+        }
+        let partition = replicas
+            .leader_of_any(&self.topic, 0, epoch)
+            .map_err(OffsetStoreError::of_partition)?;
+        self.await_replicas(&partition, end).await
     }
 
     /// Waits until the in-sync replicas have the offsets partition up to `end`.
@@ -393,42 +495,15 @@ impl OffsetStore {
         now_ms: i64,
         producer: Option<(i64, i16)>,
     ) -> Result<Option<(i32, i64)>, OffsetStoreError> {
-        let mut writer = BatchWriter::new();
-        for ((topic, partition), value) in entries {
-            let key = encode_key(group, &topic, partition);
-            writer.push(now_ms, Some(&key), value.as_deref(), &[]);
-        }
-        if writer.is_empty() {
+        let Some(mut batch) = encode_batch(group, entries, now_ms, producer)? else {
             return Ok(None);
-        }
-        let mut batch = match producer {
-            None => writer.finish(Compression::None, ProducerFields::NONE)?,
-            // Sequence numbers are not checked on this partition: the transaction
-            // coordinator fences the producer, and the epochs above its zombies.
-            Some((producer_id, producer_epoch)) => writer.finish_transactional(
-                Compression::None,
-                ProducerFields {
-                    producer_id,
-                    producer_epoch,
-                    base_sequence: -1,
-                },
-            )?,
         };
-        if let Some(log) = &self.local {
-            let info = log.write().append(&mut batch, 0)?;
-            return Ok(Some((0, info.first_offset as i64)));
-        }
-        let Some(epoch) = self.state.read().loaded_in else {
-            return Err(OffsetStoreError::NotCoordinator);
+        let (epoch, base, end) = {
+            let state = self.state.read();
+            self.append(&state, replicas, &mut batch, false)?
         };
-        let partition = replicas
-            .leader_of_any(&self.topic, 0, epoch)
-            .map_err(OffsetStoreError::of_partition)?;
-        let appended = partition
-            .append_as_coordinator(&batch)
-            .map_err(OffsetStoreError::of_partition)?;
-        self.await_replicas(&partition, appended.end_offset).await?;
-        Ok(Some((epoch, appended.base_offset)))
+        self.settle(replicas, epoch, end).await?;
+        Ok(Some((epoch, base)))
     }
 
     pub(crate) fn get(&self, group: &str, topic: &str, partition: i32) -> Option<Committed> {
@@ -488,6 +563,38 @@ impl OffsetStore {
         groups.dedup();
         groups
     }
+}
+
+/// One batch of a record per ((topic, partition), value) of `group` (a `None` value is a
+/// tombstone), in `producer`'s transaction when one is given; `None` for nothing to write.
+fn encode_batch(
+    group: &str,
+    entries: impl Iterator<Item = ((String, i32), Option<Vec<u8>>)>,
+    now_ms: i64,
+    producer: Option<(i64, i16)>,
+) -> Result<Option<Vec<u8>>, OffsetStoreError> {
+    let mut writer = BatchWriter::new();
+    for ((topic, partition), value) in entries {
+        let key = encode_key(group, &topic, partition);
+        writer.push(now_ms, Some(&key), value.as_deref(), &[]);
+    }
+    if writer.is_empty() {
+        return Ok(None);
+    }
+    let batch = match producer {
+        None => writer.finish(Compression::None, ProducerFields::NONE)?,
+        // Sequence numbers are not checked on this partition: the transaction
+        // coordinator fences the producer, and the epochs above its zombies.
+        Some((producer_id, producer_epoch)) => writer.finish_transactional(
+            Compression::None,
+            ProducerFields {
+                producer_id,
+                producer_epoch,
+                base_sequence: -1,
+            },
+        )?,
+    };
+    Ok(Some(batch))
 }
 
 /// Reads every record of an offsets log into the state it describes.

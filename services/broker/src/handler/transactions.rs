@@ -352,19 +352,24 @@ pub(crate) async fn txn_offset_commit(
                 .with_partitions(partitions),
         );
     }
-    let stored = groups
-        .offsets
-        .commit_in_transaction(
-            &broker.replicas,
-            group,
-            (request.producer_id.0, request.producer_epoch),
-            &commits,
-            crate::group::now_ms(),
-        )
-        .await;
+    let producer = (request.producer_id.0, request.producer_epoch);
+    let stored = match verify_offsets(call, id, &groups.offsets, producer).await {
+        Ok(()) => groups
+            .offsets
+            .commit_in_transaction(
+                &broker.replicas,
+                group,
+                producer,
+                &commits,
+                crate::group::now_ms(),
+            )
+            .await
+            .map_err(|e| e.code()),
+        Err(e) => Err(e),
+    };
     if let Err(e) = stored {
-        tracing::debug!(group, error = %e, "TxnOffsetCommit refused");
-        let code = e.code().code();
+        tracing::debug!(group, error = ?e, "TxnOffsetCommit refused");
+        let code = e.code();
         for topic in &mut answer {
             for p in &mut topic.partitions {
                 if p.error_code == 0 {
@@ -374,6 +379,41 @@ pub(crate) async fn txn_offset_commit(
         }
     }
     TxnOffsetCommitResponse::default().with_topics(answer)
+}
+
+/// Asks the transaction coordinator, unless it confirmed it since the producer's last
+/// marker here, whether `producer`'s open transaction holds the group's offsets partition
+/// (added by AddOffsetsToTxn); see [`crate::group::OffsetStore::begin_verification`].
+async fn verify_offsets(
+    call: &Call<'_>,
+    transactional_id: &str,
+    offsets: &crate::group::OffsetStore,
+    producer: (i64, i16),
+) -> Result<(), ResponseError> {
+    let Some(guard) = offsets.begin_verification(producer) else {
+        return Ok(());
+    };
+    let partition = (
+        call.scope.qualify(crate::group::OFFSETS_TOPIC).into_owned(),
+        0,
+    );
+    match crate::txn::verify(
+        call.broker,
+        &call.scope,
+        transactional_id,
+        producer,
+        &partition,
+    )
+    .await
+    {
+        Ok(()) if offsets.confirm_verification(producer, guard) => Ok(()),
+        // A marker of the producer came while the coordinator was asked: its transaction
+        // ended.
+        Ok(()) => Err(ResponseError::InvalidTxnState),
+        // TxnOffsetCommit names a fenced producer as Kafka's group coordinator does.
+        Err(ResponseError::InvalidProducerEpoch) => Err(ResponseError::ProducerFenced),
+        Err(e) => Err(e),
+    }
 }
 
 /// WriteTxnMarkers, from another broker's transaction coordinator: markers for partitions

@@ -595,13 +595,25 @@ impl TxnCoordinator {
             let Some(meta) = self.meta(epoch, &id)?.filter(|meta| due(meta)) else {
                 continue;
             };
-            if meta.status == TxnStatus::Ongoing {
-                tracing::info!(transactional_id = %id, "aborting a transaction past its timeout");
-                let fenced = self.bump(broker, meta).await?;
-                let prepared = self.prepare(broker, epoch, &id, fenced, false).await?;
-                self.complete(broker, epoch, &id, prepared).await?;
-            } else {
-                self.complete(broker, epoch, &id, meta).await?;
+            let moved = async {
+                if meta.status == TxnStatus::Ongoing {
+                    tracing::info!(transactional_id = %id, "aborting a transaction past its timeout");
+                    let fenced = self.bump(broker, meta).await?;
+                    let prepared = self.prepare(broker, epoch, &id, fenced, false).await?;
+                    self.complete(broker, epoch, &id, prepared).await
+                } else {
+                    self.complete(broker, epoch, &id, meta).await
+                }
+            };
+            // One transaction whose markers cannot be written yet holds up no other.
+            match moved.await {
+                Ok(_) => {}
+                Err(TxnError::NotCoordinator) => return Err(TxnError::NotCoordinator),
+                Err(e) => tracing::warn!(
+                    transactional_id = %id,
+                    error = %e,
+                    "a transaction's end is not all written yet; trying again"
+                ),
             }
         }
         Ok(())

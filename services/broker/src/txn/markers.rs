@@ -128,7 +128,13 @@ pub(crate) async fn write_local(
             leader: Some((leader, _)),
             ..
         }) => return Err(Local::Elsewhere(leader)),
-        Err(PartitionError::UnknownTopicOrPartition { .. }) => return Err(Local::Gone),
+        // Gone only if the metadata says so: a restarted leader answers this too until it
+        // has loaded the partition, and its marker must still be written.
+        Err(PartitionError::UnknownTopicOrPartition { .. })
+            if !exists(broker, topic, partition) =>
+        {
+            return Err(Local::Gone)
+        }
         Err(e) => return Err(Local::Failed(e.to_string())),
     };
     let batch = build_marker(marker, producer.0, producer.1, now)
@@ -215,9 +221,9 @@ async fn write_remote(
     for result in &response.markers {
         for topic in &result.topics {
             for p in &topic.partitions {
-                if p.error_code != 0
-                    && p.error_code != ResponseError::UnknownTopicOrPartition.code()
-                {
+                let gone = p.error_code == ResponseError::UnknownTopicOrPartition.code()
+                    && !exists(broker, topic.name.0.as_str(), p.partition_index);
+                if p.error_code != 0 && !gone {
                     return Err(MarkerWriteError::Partition {
                         topic: topic.name.0.to_string(),
                         partition: p.partition_index,
@@ -228,4 +234,12 @@ async fn write_remote(
         }
     }
     Ok(())
+}
+
+/// Whether the broker's metadata still has the partition.
+fn exists(broker: &Broker, topic: &str, partition: i32) -> bool {
+    broker
+        .topics
+        .get(topic)
+        .is_some_and(|info| partition >= 0 && partition < info.partitions)
 }
