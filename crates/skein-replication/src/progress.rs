@@ -80,6 +80,14 @@ impl Progress {
         progress.high_watermark.min(log_end)
     }
 
+    /// The partition's high watermark if it was ever worked out here.
+    pub fn known_high_watermark(&self, tp: &TopicPartition) -> Option<u64> {
+        self.partitions
+            .lock()
+            .get(tp)
+            .map(|progress| progress.high_watermark)
+    }
+
     /// A follower fetched from `fetch_offset`: everything before it is on its log. Answers
     /// the high watermark after the report.
     pub fn follower_fetched(

@@ -2,7 +2,8 @@
 //! and their latency per Kafka API, bytes and records in and out per topic, connections per
 //! listener, ISR shrinks and expands, SASL rejections by reason, quota throttle time per
 //! tenant, and (read at each scrape) the partitions and leaders it holds, those
-//! under-replicated and under their minimum ISR, and the cluster's offline ones.
+//! under-replicated and under their minimum ISR, the cluster's offline ones, and the lag
+//! of the consumer groups it coordinates.
 //!
 //! Topic and tenant labels are capped ([`LabelCap`]); no label names a client, a connection
 //! or a record.
@@ -21,6 +22,8 @@ use crate::Broker;
 const TOPIC_LABELS: usize = 1000;
 /// Distinct tenants the per-tenant families name.
 const TENANT_LABELS: usize = 200;
+/// Consumer-group lag series one scrape reports at most (group x partition).
+const LAG_SERIES: usize = 10_000;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ApiLabels {
@@ -48,6 +51,14 @@ pub(crate) struct TenantLabels {
     pub(crate) tenant: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct LagLabels {
+    pub(crate) tenant: String,
+    pub(crate) group: String,
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+}
+
 /// Every metric the broker keeps.
 #[derive(Debug)]
 pub struct BrokerMetrics {
@@ -67,6 +78,7 @@ pub struct BrokerMetrics {
     under_replicated: Gauge,
     under_min_isr: Gauge,
     offline: Gauge,
+    group_lag: Family<LagLabels, Gauge>,
     topics: LabelCap,
     tenants: LabelCap,
 }
@@ -93,6 +105,7 @@ impl Default for BrokerMetrics {
             under_replicated: Gauge::default(),
             under_min_isr: Gauge::default(),
             offline: Gauge::default(),
+            group_lag: Family::default(),
             topics: LabelCap::new(TOPIC_LABELS),
             tenants: LabelCap::new(TENANT_LABELS),
         }
@@ -188,6 +201,14 @@ impl BrokerMetrics {
             "Partitions of the cluster without a leader, as this broker's metadata has them",
             self.offline.clone(),
         );
+        registry
+            .sub_registry_with_prefix("consumer_group")
+            .register(
+                "lag",
+                "Records between a group's committed offset and the partition's high watermark, \
+             from the broker coordinating the group",
+                self.group_lag.clone(),
+            );
     }
 
     pub(crate) fn request(&self, api: kafka_protocol::messages::ApiKey, seconds: f64) {
@@ -297,5 +318,46 @@ impl BrokerMetrics {
         self.under_replicated.set(under);
         self.under_min_isr.set(under_min);
         self.offline.set(offline);
+        self.refresh_lag(broker);
+    }
+
+    /// Each committed offset of the groups this broker coordinates against the high
+    /// watermark of its partition, where this broker holds a replica of it. Groups and
+    /// partitions that are gone leave the family with the next scrape.
+    fn refresh_lag(&self, broker: &Broker) {
+        self.group_lag.clear();
+        let tenancy = broker.topics.tenancy();
+        let mut series = 0;
+        for groups in broker.groups.all() {
+            let offsets = &groups.offsets;
+            if !offsets.coordinating(&broker.replicas) {
+                continue;
+            }
+            let scope = match tenancy.split(offsets.topic()).0 {
+                Some(tenant) => crate::scope::Scope::Tenant(tenant.into()),
+                None => crate::scope::Scope::Plain,
+            };
+            let tenant = broker.tenant_of(&scope).unwrap_or_default().to_owned();
+            for (group, topic, partition, offset) in offsets.committed_offsets() {
+                if series >= LAG_SERIES {
+                    return;
+                }
+                let Some(high_watermark) = broker
+                    .replicas
+                    .high_watermark_here(&scope.qualify(&topic), partition)
+                else {
+                    continue;
+                };
+                self.group_lag
+                    .get_or_create(&LagLabels {
+                        tenant: self.tenants.label(&tenant),
+                        group,
+                        topic: self.topics.label(&topic),
+                        partition,
+                    })
+                    .set((high_watermark - offset).max(0));
+                series += 1;
+            }
+        }
     }
 }

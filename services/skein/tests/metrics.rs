@@ -188,6 +188,32 @@ fn metrics_move_by_exactly_what_clients_did() {
     );
     assert_eq!(sample(&consumed, "skein_partitions_offline", &[]), 0.0);
 
+    // A group that has read two of the five records lags by three.
+    let grouped = Command::new("kcat")
+        .args([
+            "-b",
+            &dev.kafka,
+            "-G",
+            "lagging",
+            "-c",
+            "2",
+            "-q",
+            "-X",
+            "auto.offset.reset=earliest",
+            "metered",
+        ])
+        .output()
+        .unwrap();
+    assert!(grouped.status.success(), "{grouped:?}");
+    let lag = [
+        ("group", "lagging"),
+        ("topic", "metered"),
+        ("partition", "0"),
+    ];
+    eventually(&ops, "the group's lag", |text| {
+        sample(text, "skein_consumer_group_lag", &lag) == 3.0
+    });
+
     // A wrong API key secret over SASL/PLAIN: one rejection, for bad credentials.
     let sasl = after(&dev.printed, "): bootstrap server ")
         .split_whitespace()

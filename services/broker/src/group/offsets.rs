@@ -506,6 +506,35 @@ impl OffsetStore {
         Ok(Some((epoch, base)))
     }
 
+    /// The offsets topic's name as the broker keeps it.
+    pub(crate) fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Whether this broker coordinates these groups now: on its own always; in a cluster
+    /// while it leads the offsets partition in the epoch it loaded them in.
+    pub(crate) fn coordinating(&self, replicas: &ReplicaManager) -> bool {
+        if self.local.is_some() {
+            return true;
+        }
+        let loaded_in = self.state.read().loaded_in;
+        replicas
+            .leader_of_any(&self.topic, 0, -1)
+            .is_ok_and(|partition| loaded_in == Some(partition.leader_epoch()))
+    }
+
+    /// Every committed offset: (group, topic, partition, offset).
+    pub(crate) fn committed_offsets(&self) -> Vec<(String, String, i32, i64)> {
+        self.state
+            .read()
+            .offsets
+            .iter()
+            .map(|((group, topic, partition), (committed, _))| {
+                (group.clone(), topic.clone(), *partition, committed.offset)
+            })
+            .collect()
+    }
+
     pub(crate) fn get(&self, group: &str, topic: &str, partition: i32) -> Option<Committed> {
         self.state
             .read()

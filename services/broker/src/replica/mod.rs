@@ -196,6 +196,18 @@ impl ReplicaManager {
         })
     }
 
+    /// The high watermark of a partition this broker holds a replica of (leading or
+    /// following), as far as it knows it; `None` for one it holds none of or has not
+    /// served yet.
+    pub(crate) fn high_watermark_here(&self, topic: &str, index: i32) -> Option<i64> {
+        let info = self.topics.get(topic)?;
+        let tp = TopicPartition::new(topic, index);
+        let log = self.logs.get_for(&tp, info.id)?;
+        let log_end = log.read().log_end_offset();
+        let known = self.progress.known_high_watermark(&tp)?;
+        Some(known.min(log_end) as i64)
+    }
+
     /// A partition this broker follows (a replica, not the leader), its log opened.
     pub(crate) fn follower(
         &self,
