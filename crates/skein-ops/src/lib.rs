@@ -7,9 +7,12 @@
 //! Metric labels are bounded: a label whose values come from peers (topics, tenants, groups)
 //! goes through a [`LabelCap`], which keeps the first values it sees and folds the rest into
 //! one.
+//!
+//! [`telemetry`] exports traces over OTLP and carries their context in record headers.
 
 mod cap;
 mod server;
+pub mod telemetry;
 
 pub use cap::{LabelCap, OTHER};
 pub use prometheus_client;

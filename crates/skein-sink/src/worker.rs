@@ -176,7 +176,40 @@ impl SinkWorker {
         Ok(written)
     }
 
+    /// Applies a batch in one transaction: a span while traces are exported, the child of
+    /// the first record's trace context and linked to the others'.
     async fn apply(&mut self, index: usize, batch: &Batch) -> Result<u64, SinkError> {
+        use skein_ops::telemetry;
+        use tracing::Instrument;
+
+        if !telemetry::enabled() {
+            return self.apply_records(index, batch).await;
+        }
+        let topic = self.consumers[index].topic();
+        let span = tracing::info_span!(
+            "sink apply",
+            otel.name = %format!("process {topic}"),
+            otel.kind = "consumer",
+            messaging.operation.type = "process",
+            messaging.destination.name = %topic,
+            messaging.batch.message_count = batch.records.len(),
+            db.system = "postgresql",
+            sink = %self.spec.name,
+        );
+        telemetry::adopt(
+            &span,
+            batch.records.iter().flat_map(|record| {
+                record
+                    .headers
+                    .iter()
+                    .filter(|h| h.key == telemetry::TRACEPARENT)
+                    .filter_map(|h| h.value.as_deref())
+            }),
+        );
+        self.apply_records(index, batch).instrument(span).await
+    }
+
+    async fn apply_records(&mut self, index: usize, batch: &Batch) -> Result<u64, SinkError> {
         let mut changes = Vec::with_capacity(batch.records.len());
         let mut misfits = Vec::new();
         for (i, record) in batch.records.iter().enumerate() {

@@ -1,5 +1,7 @@
 //! The gateway's metrics: REST requests by route (the route's template, never the path a
 //! client sent), method and status, with their latency; and refused credentials by reason.
+//! While traces are exported, each request is also a server span, the child of the
+//! `traceparent` the client sent.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,6 +14,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
+use skein_ops::telemetry;
+use tracing::Instrument;
 
 use crate::Gateway;
 
@@ -84,7 +88,8 @@ impl GatewayMetrics {
     }
 }
 
-/// Counts and times every REST request (a layer of the router).
+/// Counts and times every REST request (a layer of the router), in a span of its own while
+/// traces are exported.
 pub(crate) async fn track(
     State(gateway): State<Arc<Gateway>>,
     request: Request,
@@ -96,7 +101,24 @@ pub(crate) async fn track(
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
     let method = request.method().as_str().to_owned();
     let started = Instant::now();
-    let response = next.run(request).await;
+    let span = if telemetry::enabled() {
+        let span = tracing::info_span!(
+            "http request",
+            otel.name = %format!("{method} {route}"),
+            otel.kind = "server",
+            http.request.method = %method,
+            http.route = %route,
+            http.response.status_code = tracing::field::Empty,
+        );
+        if let Some(parent) = request.headers().get(telemetry::TRACEPARENT) {
+            telemetry::adopt(&span, [parent.as_bytes()]);
+        }
+        span
+    } else {
+        tracing::Span::none()
+    };
+    let response = next.run(request).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
     let metrics = &gateway.metrics;
     metrics
         .request_seconds

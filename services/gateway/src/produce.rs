@@ -174,6 +174,9 @@ pub async fn write(
         Mode::Plain => now_ms(),
         Mode::Once { timestamp, .. } => timestamp,
     };
+    // While traces are exported, each record carries the request's trace context to the
+    // broker and to whoever consumes it (unless the client set its own).
+    let traceparent = skein_ops::telemetry::traceparent_of(&tracing::Span::current());
     let mut outcomes: Vec<Option<Result<Written, GatewayError>>> = Vec::new();
     let mut by_partition: BTreeMap<i32, Vec<(usize, ProduceRecord)>> = BTreeMap::new();
     for (index, record) in records.into_iter().enumerate() {
@@ -204,6 +207,18 @@ pub async fn write(
         }
         record.partition = Some(partition);
         record.timestamp.get_or_insert(now);
+        if let Some(traceparent) = &traceparent {
+            if !record
+                .headers
+                .iter()
+                .any(|h| h.key == skein_ops::telemetry::TRACEPARENT)
+            {
+                record.headers.push(skein_client::RecordHeader {
+                    key: skein_ops::telemetry::TRACEPARENT.to_owned(),
+                    value: Some(bytes::Bytes::from(traceparent.clone().into_bytes())),
+                });
+            }
+        }
         by_partition
             .entry(partition)
             .or_default()

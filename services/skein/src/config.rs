@@ -94,7 +94,10 @@ pub(crate) fn apply(
         })
         .collect();
     for (key, value) in env {
-        if let Some(name) = key.strip_prefix("SKEIN_LOG_") {
+        if key == "SKEIN_LOG_FORMAT" {
+            // How log lines are written (`--log-format`), not a log setting.
+            continue;
+        } else if let Some(name) = key.strip_prefix("SKEIN_LOG_") {
             log.insert(name.to_lowercase().replace('_', "."), value);
         } else if let Some(name) = key.strip_prefix("SKEIN_BROKER_") {
             let parse = |what: &str| format!("{key}={value} is not a valid {what}");

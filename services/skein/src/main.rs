@@ -26,8 +26,18 @@ use clap::{Parser, Subcommand};
     about = "Skein: a Kafka-compatible messaging service"
 )]
 struct Cli {
+    /// How log lines are written to stderr: `text` for people, `json` (one object a line)
+    /// for log collectors
+    #[arg(long, global = true, env = "SKEIN_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -68,14 +78,16 @@ enum LogCommand {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    // Spans go to an OTLP collector when the OTEL_* variables ask for it (kept until exit,
+    // when what is left is sent).
+    let _telemetry = match logging(&cli) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("skein: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match cli.command {
         Command::Dev(args) => dev::run(args),
         Command::Bench(cmd) => bench::run(cmd),
@@ -94,4 +106,37 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Log lines on stderr (SKEIN_LOG filters them; `info` by default), as text or JSON, and
+/// spans exported over OTLP for the services when the environment asks for it.
+fn logging(cli: &Cli) -> anyhow::Result<Option<skein_ops::telemetry::Telemetry>> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = cli.log_format == LogFormat::Json;
+    let service = match cli.command {
+        Command::Dev(_) => Some("skein-dev"),
+        Command::Broker(_) => Some("skein-broker"),
+        Command::ControlPlane(_) => Some("skein-control-plane"),
+        Command::Gateway(_) => Some("skein-gateway"),
+        _ => None,
+    };
+    let (traces, telemetry) = match service {
+        Some(service) => skein_ops::telemetry::layer(service)?.unzip(),
+        None => (None, None),
+    };
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(json.then(|| {
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_writer(std::io::stderr)
+        }))
+        .with((!json).then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr)))
+        .with(traces)
+        .init();
+    Ok(telemetry)
 }

@@ -88,11 +88,17 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
                     continue;
                 }
             }
-            let written = data
-                .records
-                .as_deref()
-                .ok_or(PartitionError::Log(LogError::EmptyAppend))
-                .and_then(|records| partition.append(records, request.acks));
+            let span = append_span(&name, data.index, data.records.as_deref());
+            let written = span.in_scope(|| {
+                data.records
+                    .as_deref()
+                    .ok_or(PartitionError::Log(LogError::EmptyAppend))
+                    .and_then(|records| partition.append(records, request.acks))
+            });
+            if let Ok(appended) = &written {
+                span.record("messaging.kafka.offset", appended.base_offset);
+            }
+            drop(span);
             let answer = match written {
                 Ok(appended) => {
                     broker.metrics.produced(
@@ -148,6 +154,46 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
         }
     }
     ProduceResponse::default().with_responses(responses)
+}
+
+/// How much of a batch's records are decompressed to find the first one's trace context.
+const TRACE_DECODE_LIMIT: usize = 1 << 20;
+
+/// While traces are exported, a span over one partition's append: the child of the trace
+/// context (`traceparent` header) of its first record, so that a record's trace runs from
+/// the request that wrote it through this broker.
+fn append_span(topic: &str, partition: i32, records: Option<&[u8]>) -> tracing::Span {
+    use skein_ops::telemetry;
+    if !telemetry::enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        "append",
+        otel.name = %format!("append {topic}"),
+        otel.kind = "server",
+        messaging.system = "kafka",
+        messaging.destination.name = %topic,
+        messaging.destination.partition.id = partition,
+        messaging.kafka.offset = tracing::field::Empty,
+    );
+    if let Some(traceparent) = records.and_then(first_traceparent) {
+        telemetry::adopt(&span, [traceparent.as_slice()]);
+    }
+    span
+}
+
+/// The `traceparent` header of the first record of the first batch in `records`.
+fn first_traceparent(records: &[u8]) -> Option<Vec<u8>> {
+    use skein_log::batch::{BatchHeader, DecodedRecords};
+    let header = BatchHeader::parse(records).ok()?;
+    let decoded = DecodedRecords::decode(records.get(..header.size())?, TRACE_DECODE_LIMIT).ok()?;
+    let first = decoded.iter().next()?.ok()?;
+    let found = first.headers.iter().find_map(|(key, value)| {
+        (key == Some(skein_ops::telemetry::TRACEPARENT.as_bytes()))
+            .then_some(value)
+            .flatten()
+    });
+    found.map(<[u8]>::to_vec)
 }
 
 /// Verifies, with the tenant's transaction coordinator, each transactional producer of
