@@ -4,6 +4,8 @@
 //! throwaway cluster (`initdb` into a temporary directory, trust authentication, an ephemeral
 //! port on 127.0.0.1) that is stopped and removed when the value is dropped. PostgreSQL refuses
 //! to run as root, so as root the cluster runs as the `postgres` user.
+//! [`Postgres::start_tls`] starts a throwaway cluster that takes TCP connections only over
+//! TLS, with the certificate and key it is given.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -65,7 +67,18 @@ impl Postgres {
                 });
             }
         }
-        let cluster = Cluster::start()?;
+        Self::throwaway(None)
+    }
+
+    /// A throwaway cluster (whatever `DATABASE_URL` says) that serves TLS with the PEM
+    /// certificate chain `certificate` and key `key`, and refuses TCP connections without
+    /// it (`hostssl` only).
+    pub fn start_tls(certificate: &Path, key: &Path) -> Result<Self, PostgresError> {
+        Self::throwaway(Some((certificate, key)))
+    }
+
+    fn throwaway(tls: Option<(&Path, &Path)>) -> Result<Self, PostgresError> {
+        let cluster = Cluster::start(tls)?;
         let base_url = format!("postgres://postgres@127.0.0.1:{}", cluster.port);
         Ok(Self {
             base_url,
@@ -174,7 +187,7 @@ impl Tools {
 }
 
 impl Cluster {
-    fn start() -> Result<Self, PostgresError> {
+    fn start(tls: Option<(&Path, &Path)>) -> Result<Self, PostgresError> {
         let tools = Tools {
             bin: postgres_bin()?,
             as_postgres_user: is_root(),
@@ -214,24 +227,20 @@ impl Cluster {
         )?;
         let socket_dir = dir.path().to_string_lossy().into_owned();
         let port_arg = port.to_string();
+        let mut settings = vec![
+            "listen_addresses=127.0.0.1".to_owned(),
+            "fsync=off".to_owned(),
+            "max_connections=200".to_owned(),
+        ];
+        if let Some((certificate, key)) = tls {
+            settings.extend(serve_tls(&tools, &data, certificate, key)?);
+        }
+        let mut args = vec!["-D", &data, "-p", &port_arg, "-k", &socket_dir];
+        for setting in &settings {
+            args.extend(["-c", setting.as_str()]);
+        }
         let server = tools
-            .command(
-                "postgres",
-                &[
-                    "-D",
-                    &data,
-                    "-p",
-                    &port_arg,
-                    "-k",
-                    &socket_dir,
-                    "-c",
-                    "listen_addresses=127.0.0.1",
-                    "-c",
-                    "fsync=off",
-                    "-c",
-                    "max_connections=200",
-                ],
-            )
+            .command("postgres", &args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -280,6 +289,50 @@ impl Cluster {
         }
         let _ = self.server.wait();
     }
+}
+
+/// Puts the certificate and key in the cluster's data directory (the key readable by its
+/// owner only, as PostgreSQL requires) and makes TCP logins TLS-only; answers the settings
+/// that turn TLS on.
+fn serve_tls(
+    tools: &Tools,
+    data: &str,
+    certificate: &Path,
+    key: &Path,
+) -> Result<Vec<String>, PostgresError> {
+    use std::os::unix::fs::PermissionsExt;
+    let data = Path::new(data);
+    let (cert_file, key_file) = (data.join("server.crt"), data.join("server.key"));
+    for (from, to) in [(certificate, &cert_file), (key, &key_file)] {
+        std::fs::copy(from, to).map_err(|e| fail(format!("{}: {e}", from.display())))?;
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| fail(format!("{}: {e}", to.display())))?;
+    }
+    if tools.as_postgres_user {
+        let status = Command::new("chown")
+            .arg("postgres:postgres")
+            .args([&cert_file, &key_file])
+            .status()
+            .map_err(|e| fail(format!("chown: {e}")))?;
+        if !status.success() {
+            return Err(fail("chown of the TLS files to postgres failed"));
+        }
+    }
+    let hba = data.join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).map_err(|e| fail(format!("pg_hba.conf: {e}")))?;
+    let rules: String = rules
+        .lines()
+        .map(|line| match line.strip_prefix("host ") {
+            Some(rest) => format!("hostssl {rest}\n"),
+            None => format!("{line}\n"),
+        })
+        .collect();
+    std::fs::write(&hba, rules).map_err(|e| fail(format!("pg_hba.conf: {e}")))?;
+    Ok(vec![
+        "ssl=on".to_owned(),
+        format!("ssl_cert_file={}", cert_file.display()),
+        format!("ssl_key_file={}", key_file.display()),
+    ])
 }
 
 impl Drop for Cluster {
