@@ -8,6 +8,7 @@ operators rely on is asserted on the renders, and values the schema must refuse 
 Usage: check_chart.py CHART_DIR [RENDER_DIR]  (renders are written to RENDER_DIR if given)
 """
 
+import json
 import os
 import sys
 
@@ -129,6 +130,18 @@ with helm.Chart.load(CHART) as chart:
         if values.get("tls", {}).get("enabled"):
             if "SASL_SSL" not in (env.get("SKEIN_LISTENER_SECURITY_PROTOCOL_MAP") or ""):
                 fail(f"{file}: TLS on, yet the listeners are not SASL_SSL")
+            # The controller's gRPC and the gateway's in TLS, and reached as such.
+            (control_plane,) = find(objects, "Deployment", "-control-plane")
+            (gateway,) = find(objects, "Deployment", "-gateway")
+            cp_env = env_of(control_plane["spec"]["template"]["spec"]["containers"][0])
+            gw_env = env_of(gateway["spec"]["template"]["spec"]["containers"][0])
+            for name, container_env in [("control plane", cp_env), ("gateway", gw_env)]:
+                if not container_env.get("SKEIN_GRPC_TLS_CERT_FILE"):
+                    fail(f"{file}: TLS on, yet the {name}'s gRPC is plaintext")
+            for name, container_env in [("broker", env), ("gateway", gw_env)]:
+                if not (container_env.get("SKEIN_CONTROL_PLANE") or "").startswith("https://") \
+                        or not container_env.get("SKEIN_CONTROL_PLANE_CA_FILE"):
+                    fail(f"{file}: TLS on, yet the {name} reaches the controller in plaintext")
         external = values.get("broker", {}).get("external", {})
         if external.get("enabled"):
             if "EXTERNAL://" not in (env.get("SKEIN_ADVERTISED_LISTENERS") or ""):
@@ -138,6 +151,15 @@ with helm.Chart.load(CHART) as chart:
             wanted = 1 if kind == "NodePort" else spec["replicas"]
             if len(services) != wanted:
                 fail(f"{file}: {len(services)} {kind} Services for {spec['replicas']} brokers")
+        dashboards = find(objects, "ConfigMap", "-dashboard")
+        if values.get("metrics", {}).get("grafanaDashboard", {}).get("enabled"):
+            if len(dashboards) != 1 or "grafana_dashboard" not in dashboards[0]["metadata"]["labels"]:
+                fail(f"{file}: the dashboard is on, yet no ConfigMap carries it for Grafana's sidecar")
+            with open(os.path.join(CHART, "dashboards", "skein.json")) as source:
+                if json.loads(dashboards[0]["data"]["skein.json"]) != json.load(source):
+                    fail(f"{file}: the dashboard's ConfigMap differs from dashboards/skein.json")
+        elif dashboards:
+            fail(f"{file}: a dashboard ConfigMap though the dashboard is off")
         if "NOTES.txt" not in "".join(manifests):
             fail(f"{file}: no NOTES.txt")
 

@@ -5,6 +5,9 @@
 //! A replica answering UNAVAILABLE also has its connection replaced by a new one, made on
 //! the next call: an address that names several replicas (a Kubernetes headless Service)
 //! is resolved again then, and the next connection may reach the one holding the lease.
+//!
+//! `https://` addresses are reached in TLS, the replicas' certificates checked against the
+//! authorities a [`ControllerTls`] names and the host the address gives.
 
 // tonic's `Status` is the error type of every gRPC call; it is large by design.
 #![allow(clippy::result_large_err)]
@@ -17,7 +20,7 @@ use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::controller as pb;
 use crate::controller::controller_client::ControllerClient;
@@ -79,6 +82,26 @@ impl Interceptor for Credential {
     }
 }
 
+/// How `https://` control-plane addresses are reached: the authorities (PEM) their
+/// certificates chain to.
+#[derive(Debug, Clone)]
+pub struct ControllerTls {
+    authorities: Vec<u8>,
+}
+
+impl ControllerTls {
+    /// Trusts the certificates in `pem`.
+    pub fn new(pem: impl Into<Vec<u8>>) -> Self {
+        Self {
+            authorities: pem.into(),
+        }
+    }
+
+    fn config(&self) -> ClientTlsConfig {
+        ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&self.authorities))
+    }
+}
+
 /// One control-plane address and its current (lazily connected) client.
 #[derive(Debug)]
 struct Replica {
@@ -92,6 +115,7 @@ pub struct ControllerReplicas {
     replicas: Arc<[Replica]>,
     /// The credential every call presents.
     credential: Credential,
+    tls: Option<ControllerTls>,
     preferred: Arc<AtomicUsize>,
 }
 
@@ -102,6 +126,11 @@ pub enum ReplicasError {
     NoAddress,
     #[error("control-plane address {url}: {reason}")]
     BadAddress { url: String, reason: String },
+    #[error(
+        "control-plane address {0} is https, and no authority to check its certificate \
+         against was given (--control-plane-ca-file)"
+    )]
+    NoAuthority(String),
 }
 
 impl ControllerReplicas {
@@ -113,6 +142,16 @@ impl ControllerReplicas {
     /// Channels to each replica in `urls`, every call carrying `credential`; nothing
     /// connects until the first call.
     pub fn connect_lazy(urls: &[String], credential: Credential) -> Result<Self, ReplicasError> {
+        Self::connect_lazy_with(urls, credential, None)
+    }
+
+    /// [`ControllerReplicas::connect_lazy`], reaching `https://` addresses in TLS as `tls`
+    /// says (an `https://` address without it is an error).
+    pub fn connect_lazy_with(
+        urls: &[String],
+        credential: Credential,
+        tls: Option<ControllerTls>,
+    ) -> Result<Self, ReplicasError> {
         if urls.is_empty() {
             return Err(ReplicasError::NoAddress);
         }
@@ -120,11 +159,12 @@ impl ControllerReplicas {
         for url in urls {
             replicas.push(Replica {
                 url: url.clone(),
-                client: std::sync::RwLock::new(client(url, &credential)?),
+                client: std::sync::RwLock::new(client(url, &credential, tls.as_ref())?),
             });
         }
         Ok(Self {
             credential,
+            tls,
             replicas: replicas.into(),
             preferred: Arc::new(AtomicUsize::new(0)),
         })
@@ -158,7 +198,7 @@ impl ControllerReplicas {
                 Err(status) if status.code() == tonic::Code::Unavailable => {
                     tracing::debug!(replica = %url, message = status.message(), "trying another control-plane replica");
                     // The next call connects afresh (resolving the address again).
-                    if let Ok(fresh) = client(url, &self.credential) {
+                    if let Ok(fresh) = client(url, &self.credential, self.tls.as_ref()) {
                         *replica
                             .client
                             .write()
@@ -184,12 +224,21 @@ impl ControllerReplicas {
 }
 
 /// A lazily connecting client of the replica at `url`.
-fn client(url: &str, credential: &Credential) -> Result<Client, ReplicasError> {
-    let channel = Endpoint::from_shared(url.to_owned())
-        .map_err(|e| ReplicasError::BadAddress {
-            url: url.to_owned(),
-            reason: e.to_string(),
-        })?
+fn client(
+    url: &str,
+    credential: &Credential,
+    tls: Option<&ControllerTls>,
+) -> Result<Client, ReplicasError> {
+    let bad = |e: tonic::transport::Error| ReplicasError::BadAddress {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    };
+    let mut endpoint = Endpoint::from_shared(url.to_owned()).map_err(bad)?;
+    if endpoint.uri().scheme_str() == Some("https") {
+        let tls = tls.ok_or_else(|| ReplicasError::NoAuthority(url.to_owned()))?;
+        endpoint = endpoint.tls_config(tls.config()).map_err(bad)?;
+    }
+    let channel = endpoint
         .connect_timeout(Duration::from_secs(2))
         .connect_lazy();
     Ok(

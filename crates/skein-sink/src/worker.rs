@@ -12,6 +12,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use skein_client::exactly_once::{Batch, ExactlyOnce, ExactlyOnceConfig, Start};
 use skein_client::{Client, ConsumerRecord, ProduceRecord, Producer, ProducerConfig};
+use skein_ops::prometheus_client::metrics::histogram::Histogram;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
 use crate::row::{change_of, Change};
@@ -49,9 +50,19 @@ pub struct SinkStats {
     pub last_error: Mutex<Option<String>>,
     /// Rows per second, smoothed over the last rounds.
     rate: Mutex<(Option<Instant>, f64)>,
+    /// Where each transaction's time from begin to commit is observed, if anywhere.
+    transactions: Option<Histogram>,
 }
 
 impl SinkStats {
+    /// Stats whose transactions are timed in `histogram`.
+    pub fn timed(histogram: Histogram) -> Self {
+        Self {
+            transactions: Some(histogram),
+            ..Self::default()
+        }
+    }
+
     pub fn rows_per_sec(&self) -> f64 {
         self.rate.lock().1
     }
@@ -219,6 +230,7 @@ impl SinkWorker {
             }
         }
         let consumer = &mut self.consumers[index];
+        let began = Instant::now();
         let mut tx = consumer.begin().await?;
         let refused = self.writer.write(tx.connection(), &changes).await?;
         misfits.extend(refused);
@@ -226,6 +238,9 @@ impl SinkWorker {
         self.dead_letter(&batch.records, &misfits).await?;
         let consumer = &mut self.consumers[index];
         consumer.commit(tx, batch).await?;
+        if let Some(histogram) = &self.stats.transactions {
+            histogram.observe(began.elapsed().as_secs_f64());
+        }
         let topic = consumer.topic().to_owned();
         let mut positions = self.stats.positions.lock();
         for (partition, next) in &batch.next_offsets {

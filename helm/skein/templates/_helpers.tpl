@@ -63,7 +63,7 @@ app.kubernetes.io/component: {{ .component }}
 headless Service, whose name resolves to every replica (they try each until the one holding
 the lease answers). */}}
 {{- define "skein.controllerUrl" -}}
-{{- printf "http://%s-headless.%s.svc:%d" (include "skein.controlPlane.fullname" .) .Release.Namespace (int .Values.controlPlane.ports.controller) -}}
+{{- printf "%s://%s-headless.%s.svc:%d" (ternary "https" "http" .Values.tls.enabled) (include "skein.controlPlane.fullname" .) .Release.Namespace (int .Values.controlPlane.ports.controller) -}}
 {{- end -}}
 
 {{/* The Secret the chart keeps generated keys in. */}}

@@ -18,7 +18,7 @@ use skein_proto::controller as pb;
 use skein_proto::refusal;
 pub use skein_proto::refusal::Reason;
 pub use skein_proto::replicas::Snapshots;
-use skein_proto::replicas::{Client, ControllerReplicas, Credential};
+use skein_proto::replicas::{Client, ControllerReplicas, ControllerTls, Credential};
 use uuid::Uuid;
 
 use crate::scope::Tenancy;
@@ -84,14 +84,15 @@ impl From<tonic::Status> for ControllerError {
 
 impl ControllerLink {
     /// Connects (lazily) to each replica in `urls` and registers under a new incarnation
-    /// with whichever answers.
+    /// with whichever answers; `https://` addresses are reached in TLS as `tls` says.
     pub async fn connect(
         urls: &[String],
         identity: BrokerIdentity,
         credential: Credential,
+        tls: Option<ControllerTls>,
     ) -> anyhow::Result<Self> {
         let link = Self {
-            replicas: ControllerReplicas::connect_lazy(urls, credential.clone())?,
+            replicas: ControllerReplicas::connect_lazy_with(urls, credential.clone(), tls)?,
             credential,
             identity,
             incarnation: Uuid::new_v4().to_string(),

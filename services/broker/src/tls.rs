@@ -4,7 +4,8 @@
 //! that does not load is logged and the last good certificate stays in use. With client
 //! authentication (Kafka's `ssl.client.auth`), clients present certificates signed by an
 //! authority of the trust store, and an SSL listener takes the principal their subject maps
-//! to (`ssl_principal.rs`).
+//! to (`ssl_principal.rs`). The gRPC services take the same files ([`TlsFiles::for_http2`]),
+//! offering HTTP/2 by ALPN.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use tokio_rustls::TlsAcceptor;
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// How long a client has to finish the TLS handshake.
-pub(crate) const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
 
 /// Why the certificate or key could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +61,8 @@ pub struct TlsFiles {
     certificate: PathBuf,
     key: PathBuf,
     client_auth: Option<ClientAuth>,
+    /// The protocols offered by ALPN (none on a Kafka listener).
+    alpn: Vec<Vec<u8>>,
     loaded: Mutex<Loaded>,
 }
 
@@ -92,13 +95,36 @@ impl TlsFiles {
         key: impl Into<PathBuf>,
         client_auth: Option<ClientAuth>,
     ) -> Result<Self, TlsError> {
-        let (certificate, key) = (certificate.into(), key.into());
+        Self::open_offering(certificate.into(), key.into(), client_auth, Vec::new())
+    }
+
+    /// The certificate and key of a gRPC service: like [`TlsFiles::open`], offering HTTP/2
+    /// (`h2`) by ALPN, as gRPC clients require.
+    pub fn for_http2(
+        certificate: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Result<Self, TlsError> {
+        Self::open_offering(certificate.into(), key.into(), None, vec![b"h2".to_vec()])
+    }
+
+    fn open_offering(
+        certificate: PathBuf,
+        key: PathBuf,
+        client_auth: Option<ClientAuth>,
+        alpn: Vec<Vec<u8>>,
+    ) -> Result<Self, TlsError> {
         let stamps = stamps(&certificate, &key, client_auth.as_ref());
-        let acceptor = TlsAcceptor::from(Arc::new(load(&certificate, &key, client_auth.as_ref())?));
+        let acceptor = TlsAcceptor::from(Arc::new(load(
+            &certificate,
+            &key,
+            client_auth.as_ref(),
+            &alpn,
+        )?));
         Ok(Self {
             certificate,
             key,
             client_auth,
+            alpn,
             loaded: Mutex::new(Loaded {
                 stamps,
                 checked: Instant::now(),
@@ -108,14 +134,19 @@ impl TlsFiles {
     }
 
     /// The acceptor for a new connection, from the files as they are now.
-    pub(crate) fn acceptor(&self) -> TlsAcceptor {
+    pub fn acceptor(&self) -> TlsAcceptor {
         let mut loaded = self.loaded.lock();
         if loaded.checked.elapsed() >= CHECK_EVERY {
             loaded.checked = Instant::now();
             let now = stamps(&self.certificate, &self.key, self.client_auth.as_ref());
             if now != loaded.stamps {
                 loaded.stamps = now;
-                match load(&self.certificate, &self.key, self.client_auth.as_ref()) {
+                match load(
+                    &self.certificate,
+                    &self.key,
+                    self.client_auth.as_ref(),
+                    &self.alpn,
+                ) {
                     Ok(config) => {
                         tracing::info!(certificate = %self.certificate.display(),
                             "loaded the renewed TLS certificate");
@@ -156,6 +187,7 @@ fn load(
     certificate: &Path,
     key: &Path,
     client_auth: Option<&ClientAuth>,
+    alpn: &[Vec<u8>],
 ) -> Result<ServerConfig, TlsError> {
     let chain = CertificateDer::pem_file_iter(certificate)
         .map_err(pem(certificate))?
@@ -196,7 +228,9 @@ fn load(
             )
         }
     };
-    Ok(builder.with_single_cert(chain, key)?)
+    let mut config = builder.with_single_cert(chain, key)?;
+    config.alpn_protocols = alpn.to_vec();
+    Ok(config)
 }
 
 #[cfg(test)]

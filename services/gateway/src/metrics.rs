@@ -1,5 +1,6 @@
 //! The gateway's metrics: REST requests by route (the route's template, never the path a
-//! client sent), method and status, with their latency; and refused credentials by reason.
+//! client sent), method and status, with their latency; gRPC calls by method and status,
+//! with their latency (counted by `grpc/metrics.rs`); and refused credentials by reason.
 //! While traces are exported, each request is also a server span, the child of the
 //! `traceparent` the client sent.
 
@@ -33,6 +34,17 @@ struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GrpcCallLabels {
+    method: String,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GrpcMethodLabels {
+    method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ReasonLabels {
     pub(crate) reason: String,
 }
@@ -42,6 +54,8 @@ pub(crate) struct ReasonLabels {
 pub struct GatewayMetrics {
     requests: Family<RequestLabels, Counter>,
     request_seconds: Family<RouteLabels, Histogram>,
+    grpc_calls: Family<GrpcCallLabels, Counter>,
+    grpc_seconds: Family<GrpcMethodLabels, Histogram>,
     pub(crate) auth_rejections: Family<ReasonLabels, Counter>,
 }
 
@@ -50,6 +64,10 @@ impl Default for GatewayMetrics {
         Self {
             requests: Family::default(),
             request_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+            }),
+            grpc_calls: Family::default(),
+            grpc_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
             auth_rejections: Family::default(),
@@ -72,11 +90,44 @@ impl GatewayMetrics {
             Unit::Seconds,
             self.request_seconds.clone(),
         );
+        let grpc = registry.sub_registry_with_prefix("grpc");
+        grpc.register(
+            "calls",
+            "gRPC calls ended, by method and status code",
+            self.grpc_calls.clone(),
+        );
+        grpc.register_with_unit(
+            "request_duration",
+            "Time from a gRPC call's arrival to its answer's head, by method",
+            Unit::Seconds,
+            self.grpc_seconds.clone(),
+        );
         registry.register(
             "gateway_auth_rejections",
             "Credentials the gateway refused, by reason",
             self.auth_rejections.clone(),
         );
+    }
+
+    pub(crate) fn grpc_answered(&self, method: &str, after: std::time::Duration) {
+        self.grpc_seconds
+            .get_or_create(&GrpcMethodLabels {
+                method: method.to_owned(),
+            })
+            .observe(after.as_secs_f64());
+    }
+
+    pub(crate) fn grpc_call(&self, method: &str, code: tonic::Code) {
+        let code = match code {
+            tonic::Code::Ok => "OK".to_owned(),
+            other => format!("{other:?}"),
+        };
+        self.grpc_calls
+            .get_or_create(&GrpcCallLabels {
+                method: method.to_owned(),
+                code,
+            })
+            .inc();
     }
 
     pub(crate) fn auth_rejected(&self, reason: &str) {

@@ -17,7 +17,8 @@ use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct BrokerArgs {
-    /// The controller: control-plane replicas' gRPC addresses (http://host:port), comma-separated
+    /// The controller: control-plane replicas' gRPC addresses (http://host:port, or
+    /// https://host:port in TLS), comma-separated
     #[arg(
         long,
         env = "SKEIN_CONTROL_PLANE",
@@ -25,6 +26,10 @@ pub(crate) struct BrokerArgs {
         required = true
     )]
     control_plane: Vec<String>,
+    /// PEM file with the authorities the control plane's certificates chain to (for
+    /// https:// addresses)
+    #[arg(long, env = "SKEIN_CONTROL_PLANE_CA_FILE")]
+    control_plane_ca_file: Option<std::path::PathBuf>,
     /// The tenant whose topics this broker serves, under their plain names; without it,
     /// every tenant, each by who authenticated (client listeners must then use SASL)
     #[arg(long, env = "SKEIN_TENANT")]
@@ -84,7 +89,8 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
     let identity = identity(&config, args.tenant.as_deref());
     let credential =
         crate::controller_credentials::read_credential(args.controller_token_file.as_deref())?;
-    let link = ControllerLink::connect(&args.control_plane, identity, credential)
+    let controller_tls = crate::grpc_tls::controller_tls(args.control_plane_ca_file.as_deref())?;
+    let link = ControllerLink::connect(&args.control_plane, identity, credential, controller_tls)
         .await
         .with_context(|| {
             format!(

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use rand::RngCore;
 use skein_catalog::Catalog;
-use skein_control_plane::sinks::{SinkKey, SinkRunnerConfig};
+use skein_control_plane::sinks::{SinkKey, SinkMetrics, SinkRunnerConfig};
 use skein_control_plane::{
     controller_server, AdminAuth, AdminState, ControllerConfig, ControllerService,
     CredentialVerifier, JwtConfig, Leadership, LeaseKeeper, TopicOps,
@@ -44,6 +44,9 @@ pub(crate) struct ControlPlaneArgs {
         default_value = "127.0.0.1:9095"
     )]
     controller_listen: SocketAddr,
+    /// TLS on the controller's listener
+    #[command(flatten)]
+    controller_tls: crate::grpc_tls::GrpcTlsArgs,
     /// This replica's name in the controller lease (default: host name and process id)
     #[arg(long, env = "SKEIN_CONTROL_PLANE_REPLICA")]
     replica_id: Option<String>,
@@ -174,10 +177,16 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
                 args.controller_listen
             )
         })?;
+    let controller_tls = args.controller_tls.open()?;
     println!(
-        "control plane: {:?} catalog; admin API on http://{}; controller on http://{}",
+        "control plane: {:?} catalog; admin API on http://{}; controller on {}://{}",
         catalog.backend(),
         listener.local_addr()?,
+        if controller_tls.is_some() {
+            "https"
+        } else {
+            "http"
+        },
         controller_listener.local_addr()?
     );
     let ops_listener = args.ops.bind().await?;
@@ -197,9 +206,10 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         Arc::clone(&leadership),
         config.watch_interval,
     );
+    let sink_metrics = SinkMetrics::default();
     crate::ops::spawn(
         ops_listener,
-        control_plane_ops(catalog.clone(), Arc::clone(&leadership)),
+        control_plane_ops(catalog.clone(), Arc::clone(&leadership), &sink_metrics),
     );
     let controller_secret =
         crate::controller_credentials::read_secret(&args.controller_secret_file)?;
@@ -221,6 +231,7 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
     let sinks = sink_key.clone().filter(|_| args.run_sinks).map(|key| {
         let mut runner = SinkRunnerConfig::new(config.replica_id.clone(), key);
         runner.controller_secret = Some(controller_secret.clone());
+        runner.metrics = sink_metrics.clone();
         tokio::spawn(skein_control_plane::sinks::run(
             catalog.clone(),
             runner,
@@ -230,16 +241,23 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         ))
     });
     let (controller_stop, controller_stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(controller_server(
-                ControllerService::new(catalog.clone(), config.clone(), Arc::clone(&leadership)),
-                credentials,
-            ))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(controller_listener), async {
-                let _ = controller_stopped.await;
-            }),
-    );
+    let controller_router = tonic::transport::Server::builder().add_service(controller_server(
+        ControllerService::new(catalog.clone(), config.clone(), Arc::clone(&leadership)),
+        credentials,
+    ));
+    let controller_stopping = async {
+        let _ = controller_stopped.await;
+    };
+    let controller = match controller_tls {
+        Some(tls) => tokio::spawn(controller_router.serve_with_incoming_shutdown(
+            crate::grpc_tls::incoming(controller_listener, tls),
+            controller_stopping,
+        )),
+        None => tokio::spawn(controller_router.serve_with_incoming_shutdown(
+            TcpListenerStream::new(controller_listener),
+            controller_stopping,
+        )),
+    };
     let auth = AdminAuth {
         bootstrap_token: args.bootstrap_token,
         jwt,
@@ -324,10 +342,15 @@ pub(crate) fn dev_secret(data_dir: &Path, name: &str) -> anyhow::Result<Vec<u8>>
 }
 
 /// A control-plane replica's operations endpoint: ready while its catalog answers (checked
-/// every 2 s), with [`controller_metrics`].
-pub(crate) fn control_plane_ops(catalog: Catalog, leadership: Arc<Leadership>) -> skein_ops::Ops {
+/// every 2 s), with [`controller_metrics`] and the sink runner's metrics.
+pub(crate) fn control_plane_ops(
+    catalog: Catalog,
+    leadership: Arc<Leadership>,
+    sinks: &SinkMetrics,
+) -> skein_ops::Ops {
     let mut registry = crate::ops::registry();
     let refresh = controller_metrics(&mut registry, leadership);
+    sinks.register(&mut registry);
     let catalog_ok = Arc::new(parking_lot::Mutex::new(Err::<(), String>(
         "the catalog has not been checked yet".to_owned(),
     )));

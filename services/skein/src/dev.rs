@@ -151,6 +151,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         std::slice::from_ref(&controller.url),
         identity,
         broker_credential,
+        None,
     )
     .await
     .context("the broker could not register with the in-process controller")?;
@@ -245,12 +246,14 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         &crate::control_plane::dev_secret(&args.listener.data_dir, "sink-secret-key")?,
     ));
     let (sinks_stop, sinks_stopped) = tokio::sync::oneshot::channel::<()>();
+    let sink_metrics = skein_control_plane::sinks::SinkMetrics::default();
     let sinks = {
         let mut runner = skein_control_plane::sinks::SinkRunnerConfig::new(
             controller.replica.clone(),
             Arc::clone(&sink_key),
         );
         runner.controller_secret = Some(controller_secret.clone());
+        runner.metrics = sink_metrics.clone();
         tokio::spawn(skein_control_plane::sinks::run(
             catalog.clone(),
             runner,
@@ -301,6 +304,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         None,
         args.gateway_listen,
         args.gateway_grpc_listen,
+        None,
     )
     .await?;
     // Say it runs only once the gateway can answer (it needs its first metadata snapshot).
@@ -313,6 +317,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     let mut registry = crate::ops::registry();
     node.broker().metrics().register(&mut registry);
     gateway.gateway.metrics.register(&mut registry);
+    sink_metrics.register(&mut registry);
     let controller_scraped =
         crate::control_plane::controller_metrics(&mut registry, Arc::clone(&controller.leadership));
     let (ready_broker, scraped) = (Arc::clone(node.broker()), Arc::clone(node.broker()));

@@ -19,7 +19,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Debug, Args)]
 pub(crate) struct GatewayArgs {
-    /// gRPC URLs of the control-plane replicas, comma-separated
+    /// gRPC URLs of the control-plane replicas (http://, or https:// in TLS), comma-separated
     #[arg(
         long,
         env = "SKEIN_CONTROL_PLANE",
@@ -27,6 +27,10 @@ pub(crate) struct GatewayArgs {
         required = true
     )]
     control_plane: Vec<String>,
+    /// PEM file with the authorities the control plane's certificates chain to (for
+    /// https:// addresses)
+    #[arg(long, env = "SKEIN_CONTROL_PLANE_CA_FILE")]
+    control_plane_ca_file: Option<PathBuf>,
     /// Address the REST API binds
     #[arg(long, env = "SKEIN_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -84,6 +88,8 @@ pub(crate) struct GatewayArgs {
     /// dials
     #[arg(long, env = "SKEIN_GATEWAY_KAFKA_SSL_CA_LOCATION")]
     kafka_ssl_ca_location: Option<PathBuf>,
+    #[command(flatten)]
+    grpc_tls: crate::grpc_tls::GrpcTlsArgs,
     #[command(flatten)]
     ops: crate::ops::OpsArgs,
 }
@@ -214,6 +220,8 @@ pub(crate) fn run(args: GatewayArgs) -> anyhow::Result<()> {
 pub(crate) struct RunningGateway {
     pub(crate) rest: SocketAddr,
     pub(crate) grpc: SocketAddr,
+    /// Whether the gRPC listener serves TLS.
+    pub(crate) grpc_tls: bool,
     pub(crate) gateway: Arc<Gateway>,
     stop: tokio::sync::watch::Sender<bool>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -238,6 +246,7 @@ impl RunningGateway {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start(
         replicas: ControllerReplicas,
         auth: AuthConfig,
@@ -246,6 +255,7 @@ impl RunningGateway {
         broker_tls: Option<skein_client::ClientTls>,
         listen: SocketAddr,
         grpc_listen: SocketAddr,
+        grpc_tls: Option<Arc<skein_broker::tls::TlsFiles>>,
     ) -> anyhow::Result<Self> {
         let listener = TcpListener::bind(listen)
             .await
@@ -287,28 +297,38 @@ impl RunningGateway {
         });
         let routes = skein_gateway::grpc::routes(Arc::clone(&gateway)).await;
         let mut grpc_stopped = stopped;
-        let grpc_server = tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_routes(routes)
-                .serve_with_incoming_shutdown(
-                    tokio_stream::StreamExt::map(
-                        tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
-                        |accepted| {
-                            accepted.inspect(|tcp| {
-                                if let Err(e) = tcp.set_nodelay(true) {
-                                    tracing::debug!(error = %e, "could not set TCP_NODELAY");
-                                }
-                            })
-                        },
-                    ),
-                    async move {
-                        let _ = grpc_stopped.wait_for(|stop| *stop).await;
+        let grpc_router = tonic::transport::Server::builder()
+            .layer(skein_gateway::grpc::MetricsLayer::new(
+                gateway.metrics.clone(),
+            ))
+            .add_routes(routes);
+        let grpc_stop = async move {
+            let _ = grpc_stopped.wait_for(|stop| *stop).await;
+        };
+        let serves_tls = grpc_tls.is_some();
+        let grpc_server = match grpc_tls {
+            Some(tls) => tokio::spawn(grpc_router.serve_with_incoming_shutdown(
+                crate::grpc_tls::incoming(grpc_listener, tls),
+                grpc_stop,
+            )),
+            None => tokio::spawn(grpc_router.serve_with_incoming_shutdown(
+                tokio_stream::StreamExt::map(
+                    tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+                    |accepted| {
+                        accepted.inspect(|tcp| {
+                            if let Err(e) = tcp.set_nodelay(true) {
+                                tracing::debug!(error = %e, "could not set TCP_NODELAY");
+                            }
+                        })
                     },
                 ),
-        );
+                grpc_stop,
+            )),
+        };
         Ok(Self {
             rest,
             grpc,
+            grpc_tls: serves_tls,
             gateway: serving,
             stop,
             server,
@@ -349,7 +369,11 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
     let auth = args.auth.config()?;
     let credential =
         crate::controller_credentials::read_credential(args.controller_token_file.as_deref())?;
-    let replicas = ControllerReplicas::connect_lazy(&args.control_plane, credential)?;
+    let replicas = ControllerReplicas::connect_lazy_with(
+        &args.control_plane,
+        credential,
+        crate::grpc_tls::controller_tls(args.control_plane_ca_file.as_deref())?,
+    )?;
     let http = HttpOptions {
         cors_origins: args.cors_origin.clone(),
         max_body_bytes: args.max_body_bytes,
@@ -365,6 +389,7 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
         .map(skein_client::ClientTls::with_ca_file)
         .transpose()
         .context("--kafka-ssl-ca-location does not load")?;
+    let grpc_tls = args.grpc_tls.open()?;
     let gateway = RunningGateway::start(
         replicas,
         auth,
@@ -373,11 +398,14 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
         broker_tls,
         args.listen,
         args.grpc_listen,
+        grpc_tls,
     )
     .await?;
     println!(
-        "gateway: REST on http://{}; gRPC on http://{}",
-        gateway.rest, gateway.grpc
+        "gateway: REST on http://{}; gRPC on {}://{}",
+        gateway.rest,
+        if gateway.grpc_tls { "https" } else { "http" },
+        gateway.grpc
     );
     let ops_listener = args.ops.bind().await?;
     let mut registry = crate::ops::registry();

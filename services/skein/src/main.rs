@@ -9,6 +9,7 @@ mod dev;
 mod dev_brokers;
 mod dump;
 mod gateway;
+mod grpc_tls;
 mod listener_args;
 mod migrate;
 mod ops;

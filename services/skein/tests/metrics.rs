@@ -1,7 +1,8 @@
 //! The operations listener (`--ops-listen`) of `skein dev`: health and readiness, and
 //! Prometheus metrics that move by exactly what the test did: records and bytes produced
 //! and fetched per topic, Kafka requests per API, connections per listener, SASL and JWT
-//! rejections by reason, REST requests by route and status. On a three-broker cluster, a
+//! rejections by reason, REST requests by route and status, gRPC calls by method and
+//! status. On a three-broker cluster, a
 //! stopped follower shows as under-replicated partitions and an ISR shrink, and its return
 //! as an expansion with nothing under-replicated.
 
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::dev::{after, Dev};
 use common::kafka::RawKafka;
+use common::metrics::{assert_served, dashboard_series, eventually, ops_of, sample, scrape};
 use kafka_protocol::messages::{
     ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
     SaslHandshakeResponse,
@@ -22,60 +24,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use skein_records::{build_batch, Compression, NewRecord, ProducerFields};
-
-/// The ops address `skein dev` printed.
-fn ops_of(dev: &Dev) -> String {
-    after(
-        &dev.printed,
-        "ops: health, readiness and metrics on http://",
-    )
-    .trim()
-    .to_owned()
-}
-
-fn scrape(ops: &str) -> String {
-    let (status, body) = common::http(ops, "GET", "/metrics", None, "");
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
-/// The value of the sample `name{labels}`, all of `labels` among its labels; 0 when there is
-/// none (a family shows a label set once it was first counted).
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let (metric, label_text) = match series.split_once('{') {
-            Some((metric, rest)) => (metric, rest.trim_end_matches('}')),
-            None => (series, ""),
-        };
-        if metric != name {
-            continue;
-        }
-        if labels.iter().all(|(k, v)| {
-            label_text
-                .split(',')
-                .any(|pair| pair == format!("{k}=\"{v}\""))
-        }) {
-            return value.parse().unwrap();
-        }
-    }
-    0.0
-}
-
-/// Waits until `check` holds of a scrape; answers that scrape.
-fn eventually(ops: &str, what: &str, check: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = scrape(ops);
-        if check(&text) {
-            return text;
-        }
-        assert!(Instant::now() < deadline, "{what} never showed:\n{text}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
 
 #[test]
 fn metrics_move_by_exactly_what_clients_did() {
@@ -296,6 +244,40 @@ fn metrics_move_by_exactly_what_clients_did() {
         "{after_rest}"
     );
 
+    // gRPC: calls counted by method and status; a made-up method counts as unmatched,
+    // never under the name it was called by.
+    let list = [("method", "skein.v1.Gateway/ListTopics")];
+    let listed = [list[0], ("code", "OK")];
+    let unauthenticated = [list[0], ("code", "Unauthenticated")];
+    let unmatched = [("method", "unmatched"), ("code", "Unimplemented")];
+    let was = [&listed[..], &unauthenticated, &unmatched]
+        .map(|labels| sample(&after_rest, "skein_grpc_calls_total", labels));
+    let was_timed = sample(
+        &after_rest,
+        "skein_grpc_request_duration_seconds_count",
+        &list,
+    );
+    grpc_calls(&dev.grpc, &dev.dev_token);
+    // A call is counted as its answer's body ends, which may be just after the client has it.
+    let after_grpc = eventually(&ops, "the gRPC calls", |text| {
+        [&listed[..], &unauthenticated, &unmatched]
+            .iter()
+            .zip(was)
+            .all(|(labels, was)| sample(text, "skein_grpc_calls_total", labels) > was)
+    });
+    let now = [&listed[..], &unauthenticated, &unmatched]
+        .map(|labels| sample(&after_grpc, "skein_grpc_calls_total", labels));
+    assert_eq!(now, [was[0] + 1.0, was[1] + 1.0, was[2] + 1.0]);
+    assert_eq!(
+        sample(
+            &after_grpc,
+            "skein_grpc_request_duration_seconds_count",
+            &list
+        ),
+        was_timed + 2.0
+    );
+    assert!(!after_grpc.contains("Made/Up"), "{after_grpc}");
+
     // A produce quota of 1000 bytes/s holds back a tenant producing more: the time shows.
     let (status, body) = common::http(
         &dev.admin,
@@ -328,30 +310,51 @@ fn metrics_move_by_exactly_what_clients_did() {
         assert!(Instant::now() < deadline, "no throttle time:\n{text}");
     };
 
-    // Every series the Grafana dashboard plots is one these services serve.
-    let dashboard = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../helm/skein/dashboards/skein.json"
-    ))
-    .unwrap();
-    let mut plotted: Vec<&str> = dashboard
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|word| word.starts_with("skein_"))
-        .collect();
-    plotted.sort_unstable();
-    plotted.dedup();
+    // Every series the Grafana dashboard plots is one these services serve (the sinks'
+    // show once a sink has written: sinks.rs checks those).
+    let plotted = dashboard_series(|series| !series.starts_with("skein_sink_"));
     assert!(plotted.len() >= 15, "{plotted:?}");
-    for series in plotted {
-        // A counter's family is declared without `_total`, a histogram's without `_bucket`.
-        let family = series
-            .strip_suffix("_total")
-            .or_else(|| series.strip_suffix("_bucket"))
-            .unwrap_or(series);
-        assert!(
-            after_rest.contains(&format!("# TYPE {family} ")),
-            "the dashboard plots {series}, which no service serves:\n{after_rest}"
-        );
-    }
+    assert_served(&plotted, &after_rest);
+}
+
+/// Over gRPC: ListTopics with the dev token and with a token that is no JWT, and a method
+/// no service has.
+fn grpc_calls(address: &str, token: &str) {
+    use skein_proto::gateway as pb;
+    use tonic::codegen::http::uri::PathAndQuery;
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = common::grpc::client(address).await;
+        client
+            .list_topics(common::grpc::authorized(pb::ListTopicsRequest {}, token))
+            .await
+            .unwrap();
+        let refused = client
+            .list_topics(common::grpc::authorized(
+                pb::ListTopicsRequest {},
+                "not-a-jwt",
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        let channel = tonic::transport::Channel::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut raw = tonic::client::Grpc::new(channel);
+        raw.ready().await.unwrap();
+        let unknown = raw
+            .unary::<_, pb::ListTopicsResponse, _>(
+                tonic::Request::new(pb::ListTopicsRequest {}),
+                PathAndQuery::from_static("/Made/Up"),
+                tonic::codec::ProstCodec::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(unknown.code(), tonic::Code::Unimplemented);
+    });
 }
 
 /// The pid of the child broker whose data directory is `dir`.

@@ -2,8 +2,8 @@
 //! sink and the table fills with the records produced through the gateway, upserted by
 //! key; a record that does not fit goes to the dead-letter topic; the status shows every
 //! partition caught up; pause holds the rows back and resume brings them; the database URL
-//! is never returned nor stored in the clear; and a wrong definition is refused with a
-//! problem before anything runs.
+//! is never returned nor stored in the clear; the metrics count the rows, the dead letter
+//! and the lag; and a wrong definition is refused with a problem before anything runs.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,6 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::dev::Dev;
+use common::metrics::{assert_served, dashboard_series, eventually, ops_of, sample};
 use serde_json::{json, Value};
 
 const PASSWORD: &str = "not-in-the-catalog-7f3c";
@@ -66,7 +67,8 @@ fn a_sink_made_with_one_request_fills_its_table_and_refuses_bad_definitions() {
     });
 
     let data = tempfile::tempdir().unwrap();
-    let dev = Dev::start(data.path());
+    let dev = Dev::start_with(data.path(), None, &["--ops-listen", "127.0.0.1:0"]);
+    let ops = ops_of(&dev);
     dev.create_topic("orders", 2);
     dev.create_topic("orders-rejected", 1);
 
@@ -169,6 +171,27 @@ fn a_sink_made_with_one_request_fills_its_table_and_refuses_bad_definitions() {
     };
     assert_eq!(status["status"]["state"], "running");
     assert!(!status.to_string().contains(PASSWORD));
+    // The metrics say what the status says: the rows, the dead letter, no lag, and the
+    // transactions that wrote them timed.
+    let labels = [("tenant", "dev"), ("sink", "orders_table")];
+    let rows = status["status"]["rows_applied"].as_i64().unwrap() as f64;
+    assert!(rows >= 2.0, "{status}");
+    let scraped = eventually(&ops, "the sink's rows", |text| {
+        sample(text, "skein_sink_rows_total", &labels) == rows
+            && sample(text, "skein_sink_dead_lettered_total", &labels) == 1.0
+            && sample(text, "skein_sink_lag_records", &labels) == 0.0
+    });
+    assert!(
+        sample(
+            &scraped,
+            "skein_sink_transaction_duration_seconds_count",
+            &labels
+        ) >= 1.0,
+        "{scraped}"
+    );
+    let plotted = dashboard_series(|series| series.starts_with("skein_sink_"));
+    assert_eq!(plotted.len(), 4, "{plotted:?}");
+    assert_served(&plotted, &scraped);
     let (_, rejected) = {
         let (code, text) = common::http(
             &dev.rest,
@@ -212,6 +235,9 @@ fn a_sink_made_with_one_request_fills_its_table_and_refuses_bad_definitions() {
     let (code, _) = admin(&dev, "POST", &format!("{path}/orders_table/resume"), "");
     assert_eq!(code, 200);
     runtime.block_on(until(&pool, "SELECT count(*) FROM orders", 3));
+    eventually(&ops, "the resumed sink's row", |text| {
+        sample(text, "skein_sink_rows_total", &labels) == rows + 1.0
+    });
 
     // The URL is sealed in the catalog, never in the clear.
     for entry in std::fs::read_dir(data.path()).unwrap() {

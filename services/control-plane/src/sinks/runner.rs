@@ -16,6 +16,7 @@ use skein_client::{Client, ClientConfig, OffsetSpec, SaslPlain};
 use skein_sink::{connect_target, SinkError, SinkSpec, SinkStats, SinkWorker};
 use tokio::task::JoinHandle;
 
+use super::metrics::{SinkLabels, SinkMetrics};
 use super::SinkKey;
 use crate::credentials::{mint, NewCredential, Role};
 
@@ -31,6 +32,8 @@ pub struct SinkRunnerConfig {
     pub interval: Duration,
     /// A replica that has not beaten for this long is taken for dead.
     pub worker_ttl: Duration,
+    /// Where the workers' rows, dead letters, lag and transactions are counted.
+    pub metrics: SinkMetrics,
 }
 
 impl SinkRunnerConfig {
@@ -41,6 +44,7 @@ impl SinkRunnerConfig {
             key,
             interval: Duration::from_secs(1),
             worker_ttl: Duration::from_secs(6),
+            metrics: SinkMetrics::default(),
         }
     }
 }
@@ -54,7 +58,10 @@ type Rates = BTreeMap<(String, i32), (Instant, u64, f64)>;
 /// A worker task of this replica.
 struct Running {
     share: Share,
+    labels: SinkLabels,
     stats: Arc<SinkStats>,
+    /// Rows and dead letters of `stats` already added to the metrics.
+    counted: Mutex<(u64, u64)>,
     log_ends: Arc<Mutex<BTreeMap<(String, i32), i64>>>,
     /// Each partition's rows at the last report, and when, for its rate.
     reported: Mutex<Rates>,
@@ -106,6 +113,7 @@ pub async fn run(
         }
     }
     for (_, worker) in running.drain() {
+        config.metrics.forget_lag(&worker.labels);
         worker.stop().await;
     }
 }
@@ -166,6 +174,7 @@ async fn tick(
                     ended.insert(id.clone(), Instant::now());
                 }
                 report(catalog, config, &id, &worker).await;
+                config.metrics.forget_lag(&worker.labels);
                 worker.stop().await;
             }
         }
@@ -195,7 +204,10 @@ fn start(
     record: SinkRecord,
     share: Share,
 ) -> Running {
-    let stats = Arc::new(SinkStats::default());
+    let labels = config.metrics.labels(&tenant, &record.name);
+    let stats = Arc::new(SinkStats::timed(
+        config.metrics.transaction_histogram(&labels),
+    ));
     let log_ends = Arc::new(Mutex::new(BTreeMap::new()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn({
@@ -215,7 +227,9 @@ fn start(
     });
     Running {
         share,
+        labels,
         stats,
+        counted: Mutex::new((0, 0)),
         log_ends,
         reported: Mutex::new(BTreeMap::new()),
         stop: Some(stop),
@@ -351,12 +365,30 @@ async fn work(
     outcome
 }
 
-/// Writes each partition's figures of `worker` to the catalog.
+/// Writes each partition's figures of `worker` to the catalog, and its totals to the
+/// metrics.
 async fn report(catalog: &Catalog, config: &SinkRunnerConfig, sink_id: &str, worker: &Running) {
     let positions = worker.stats.positions.lock().clone();
     let log_ends = worker.log_ends.lock().clone();
     let counts = worker.stats.counts.lock().clone();
     let last_error = worker.stats.last_error.lock().clone();
+    {
+        use std::sync::atomic::Ordering;
+        let rows = worker.stats.rows.load(Ordering::Relaxed);
+        let dead_lettered = worker.stats.dead_lettered.load(Ordering::Relaxed);
+        let mut counted = worker.counted.lock();
+        config.metrics.counted(
+            &worker.labels,
+            rows.saturating_sub(counted.0),
+            dead_lettered.saturating_sub(counted.1),
+        );
+        *counted = (rows, dead_lettered);
+        let lag: i64 = positions
+            .iter()
+            .filter_map(|(key, next)| Some((log_ends.get(key)? - next).max(0)))
+            .sum();
+        config.metrics.set_lag(&worker.labels, lag);
+    }
     for (topic, owned) in &worker.share {
         for &partition in owned {
             let key = (topic.clone(), partition);

@@ -2,11 +2,14 @@
 //! credit-based Consume stream (`consume.rs`), and topic listing; beside it the standard
 //! health service and server reflection. Calls carry their credential in the
 //! `authorization` metadata; refusals are the gRPC status codes of [`GatewayError`].
+//! `metrics.rs` counts every call by method and status.
 
 mod consume;
+mod metrics;
 mod produce;
 
 pub use consume::{parse_resume_token, resume_token};
+pub use metrics::{Metered, Metrics, MetricsLayer, UNMATCHED};
 pub use produce::ReadAheadBudget;
 
 use std::pin::Pin;

@@ -7,6 +7,7 @@ pub mod dev;
 pub mod grpc;
 pub mod issuer;
 pub mod kafka;
+pub mod metrics;
 pub mod processes;
 pub mod tls;
 

@@ -1,0 +1,116 @@
+//! The sink runner's metrics, per tenant and sink: rows written and records dead-lettered
+//! (counted on the replica that wrote them), the records its partitions here still have to
+//! apply, and how long each transaction into the target database took. A tenant names its
+//! sinks, so the pair is a capped label ([`LabelCap`]).
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use skein_ops::{LabelCap, OTHER};
+
+/// Sinks named by their own label values; more share [`OTHER`].
+pub const SINK_SERIES: usize = 1000;
+
+/// A sink's labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SinkLabels {
+    pub tenant: String,
+    pub sink: String,
+}
+
+/// Every metric of the sink runners in one process.
+#[derive(Debug, Clone)]
+pub struct SinkMetrics {
+    rows: Family<SinkLabels, Counter>,
+    dead_lettered: Family<SinkLabels, Counter>,
+    lag: Family<SinkLabels, Gauge>,
+    transaction_seconds: Family<SinkLabels, Histogram>,
+    cap: Arc<LabelCap>,
+}
+
+impl Default for SinkMetrics {
+    fn default() -> Self {
+        Self {
+            rows: Family::default(),
+            dead_lettered: Family::default(),
+            lag: Family::default(),
+            transaction_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+            }),
+            cap: Arc::new(LabelCap::new(SINK_SERIES)),
+        }
+    }
+}
+
+impl SinkMetrics {
+    /// Registers every family in `registry` (under its `skein` prefix).
+    pub fn register(&self, registry: &mut Registry) {
+        let sink = registry.sub_registry_with_prefix("sink");
+        sink.register(
+            "rows",
+            "Rows a sink wrote into its target table (inserted or upserted)",
+            self.rows.clone(),
+        );
+        sink.register(
+            "dead_lettered",
+            "Records a sink sent to its dead-letter topic",
+            self.dead_lettered.clone(),
+        );
+        sink.register(
+            "lag_records",
+            "Records in a sink's partitions on this replica not yet applied (log end minus \
+             stored position)",
+            self.lag.clone(),
+        );
+        sink.register_with_unit(
+            "transaction_duration",
+            "Time from a sink transaction's start to its commit, rows and offsets together",
+            Unit::Seconds,
+            self.transaction_seconds.clone(),
+        );
+    }
+
+    /// The labels `tenant`'s sink `sink` is counted under.
+    pub fn labels(&self, tenant: &str, sink: &str) -> SinkLabels {
+        if self.cap.label(&format!("{tenant}\u{0}{sink}")) == OTHER {
+            return SinkLabels {
+                tenant: OTHER.to_owned(),
+                sink: OTHER.to_owned(),
+            };
+        }
+        SinkLabels {
+            tenant: tenant.to_owned(),
+            sink: sink.to_owned(),
+        }
+    }
+
+    /// The histogram a sink's worker observes its transactions in.
+    pub fn transaction_histogram(&self, labels: &SinkLabels) -> Histogram {
+        self.transaction_seconds.get_or_create(labels).clone()
+    }
+
+    pub(crate) fn counted(&self, labels: &SinkLabels, rows: u64, dead_lettered: u64) {
+        if rows > 0 {
+            self.rows.get_or_create(labels).inc_by(rows);
+        }
+        if dead_lettered > 0 {
+            self.dead_lettered
+                .get_or_create(labels)
+                .inc_by(dead_lettered);
+        }
+    }
+
+    pub(crate) fn set_lag(&self, labels: &SinkLabels, lag: i64) {
+        self.lag.get_or_create(labels).set(lag);
+    }
+
+    /// A sink's partitions left this replica: its lag is another's to say.
+    pub(crate) fn forget_lag(&self, labels: &SinkLabels) {
+        self.lag.remove(labels);
+    }
+}
