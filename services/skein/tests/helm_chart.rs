@@ -2,7 +2,9 @@
 //! Helm's lint and render (Helm's Go SDK through helm-python-sdk) for every values file in
 //! `helm/skein/ci/`, each rendered object validated against the Kubernetes schemas in strict
 //! mode, what operators rely on asserted on the renders, and broken values refused by the
-//! schema with the offending key named.
+//! schema with the offending key named. And the rendered pods, run as local processes as
+//! their containers say (`tests/helm/run_rendered.py`), form a cluster: the chart and the
+//! binary cannot drift apart.
 
 #![allow(clippy::unwrap_used)]
 
@@ -39,4 +41,32 @@ fn the_chart_lints_renders_and_validates_for_every_values_file() {
             "{values}:\n{printed}"
         );
     }
+}
+
+#[test]
+fn the_rendered_pods_run_as_local_processes_form_a_cluster() {
+    let python = std::env::var("SKEIN_PYTHON").unwrap_or_else(|_| common::processes::python());
+    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("rendered").unwrap();
+    let out = Command::new(&python)
+        .arg(format!("{root}/tests/helm/run_rendered.py"))
+        .arg(format!("{root}/helm/skein"))
+        .arg(common::processes::SKEIN)
+        .arg(&url)
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{printed}");
+    for broker in 0..3 {
+        assert!(
+            printed.contains(&format!("ok demo-skein-broker-{broker} ready")),
+            "{printed}"
+        );
+    }
+    assert!(printed.contains("cluster formed: 3 brokers"), "{printed}");
 }
