@@ -18,24 +18,28 @@ pub(crate) struct ControllerTokenArgs {
     #[arg(long, env = "SKEIN_CONTROLLER_SECRET_FILE")]
     secret_file: PathBuf,
     /// The caller's role: broker or gateway
-    #[arg(long)]
+    #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_ROLE")]
     role: Role,
     /// A tenant a broker serves (repeatable; `*` for every tenant)
-    #[arg(long = "tenant")]
+    #[arg(
+        long = "tenant",
+        env = "SKEIN_CONTROLLER_TOKEN_TENANTS",
+        value_delimiter = ','
+    )]
     tenants: Vec<String>,
     /// Let the broker forward its Kafka clients' ACL changes (with
     /// unauthenticated_acl_changes on the broker)
-    #[arg(long)]
+    #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_ACL_CHANGES")]
     acl_changes: bool,
     /// A name for the credential, shown in the controller's logs
-    #[arg(long, default_value = "skein")]
+    #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_NAME", default_value = "skein")]
     name: String,
     /// Days until the credential expires
-    #[arg(long, default_value_t = 365)]
+    #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_VALID_DAYS", default_value_t = 365)]
     valid_days: u64,
     /// Write the credential to this file (readable by its owner only) instead of printing
     /// it: an init container hands it to the pod's service this way
-    #[arg(long)]
+    #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_OUT")]
     out: Option<PathBuf>,
 }
 

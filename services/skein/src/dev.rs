@@ -56,7 +56,7 @@ pub(crate) struct DevArgs {
     /// Brokers in the cluster (1 to 9): brokers 1 and up run as child `skein broker`
     /// processes on the Kafka ports after this one's (free ones when it has port 0), so
     /// killing one shows failover; topics get min(3, N) replicas
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=9))]
+    #[arg(long, env = "SKEIN_DEV_BROKERS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=9))]
     brokers: u16,
     #[command(flatten)]
     ops: crate::ops::OpsArgs,

@@ -47,7 +47,7 @@ pub(crate) struct GatewayArgs {
     #[arg(long, env = "SKEIN_CORS_ORIGINS", value_delimiter = ',')]
     cors_origin: Vec<String>,
     /// The largest request body, in bytes
-    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    #[arg(long, env = "SKEIN_GATEWAY_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
     max_body_bytes: usize,
     /// Bytes of messages one gRPC ProduceStream may read ahead of their reports
     #[arg(
@@ -146,7 +146,7 @@ pub(crate) struct GatewayAuthArgs {
     #[arg(long, env = "SKEIN_GATEWAY_JWT_AUDIENCE")]
     jwt_audience: Option<String>,
     /// The claim naming the caller's tenant
-    #[arg(long, default_value = "tenant")]
+    #[arg(long, env = "SKEIN_GATEWAY_TENANT_CLAIM", default_value = "tenant")]
     tenant_claim: String,
 }
 

@@ -107,13 +107,17 @@ pub(crate) struct ListenerArgs {
     )]
     pub(crate) sasl_oauthbearer_jwks_endpoint_refresh_ms: u64,
     /// SASL/OAUTHBEARER: the claim naming the token's tenant (it must be the broker's)
-    #[arg(long, default_value = "tenant")]
+    #[arg(
+        long,
+        env = "SKEIN_SASL_OAUTHBEARER_TENANT_CLAIM",
+        default_value = "tenant"
+    )]
     pub(crate) sasl_oauthbearer_tenant_claim: String,
     /// A TOML configuration file (see `docs/configuration.md`)
     #[arg(long, env = "SKEIN_BROKER_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// Seconds between retention and compaction runs
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, env = "SKEIN_MAINTENANCE_INTERVAL_SECS", default_value_t = 30)]
     pub(crate) maintenance_interval_secs: u64,
 }
 

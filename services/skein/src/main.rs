@@ -141,3 +141,43 @@ fn logging(cli: &Cli) -> anyhow::Result<Option<skein_ops::telemetry::Telemetry>>
         .init();
     Ok(telemetry)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// What runs in a deployment takes every setting from the environment too (the chart
+    /// sets variables, never flags, on the services).
+    #[test]
+    fn every_flag_of_a_deployed_command_has_an_environment_variable() {
+        let cli = Cli::command();
+        for name in [
+            "broker",
+            "control-plane",
+            "gateway",
+            "migrate",
+            "dev",
+            "controller-token",
+            "rack-from-node",
+        ] {
+            let Some(command) = cli.find_subcommand(name) else {
+                panic!("no command {name}");
+            };
+            let mut flags = 0;
+            for arg in command.get_arguments() {
+                if arg.is_positional() || ["help", "version"].contains(&arg.get_id().as_str()) {
+                    continue;
+                }
+                flags += 1;
+                assert!(
+                    arg.get_env().is_some(),
+                    "skein {name} --{} has no environment variable",
+                    arg.get_long().unwrap_or_default()
+                );
+            }
+            assert!(flags > 0, "skein {name} has no flags?");
+        }
+    }
+}

@@ -18,16 +18,20 @@ pub(crate) struct RackArgs {
     #[arg(long, env = "NODE_NAME")]
     node: String,
     /// The node label whose value is the rack
-    #[arg(long, default_value = "topology.kubernetes.io/zone")]
+    #[arg(
+        long,
+        env = "SKEIN_RACK_LABEL",
+        default_value = "topology.kubernetes.io/zone"
+    )]
     label: String,
     /// The broker configuration file to write
-    #[arg(long)]
+    #[arg(long, env = "SKEIN_RACK_OUT")]
     out: PathBuf,
     /// The API server (default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)
     #[arg(long, env = "SKEIN_KUBERNETES_API")]
     api: Option<String>,
     /// The service account's directory (token and ca.crt)
-    #[arg(long, default_value = SERVICE_ACCOUNT)]
+    #[arg(long, env = "SKEIN_KUBERNETES_SERVICE_ACCOUNT", default_value = SERVICE_ACCOUNT)]
     service_account: PathBuf,
 }
 
