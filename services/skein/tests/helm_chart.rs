@@ -12,13 +12,15 @@ mod common;
 
 use std::process::Command;
 
-#[test]
-fn the_chart_lints_renders_and_validates_for_every_values_file() {
+/// Runs `tests/helm/<script>` on the chart with `args` after it; asserts it succeeded and
+/// answers what it printed.
+fn run_script(script: &str, args: &[&str]) -> String {
     let python = std::env::var("SKEIN_PYTHON").unwrap_or_else(|_| common::processes::python());
     let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(&python)
-        .arg(format!("{root}/tests/helm/check_chart.py"))
+        .arg(format!("{root}/tests/helm/{script}"))
         .arg(format!("{root}/helm/skein"))
+        .args(args)
         .output()
         .unwrap();
     let printed = format!(
@@ -27,6 +29,12 @@ fn the_chart_lints_renders_and_validates_for_every_values_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "{printed}");
+    printed
+}
+
+#[test]
+fn the_chart_lints_renders_and_validates_for_every_values_file() {
+    let printed = run_script("check_chart.py", &[]);
     assert!(printed.contains("chart ok"), "{printed}");
     // All five values files were rendered and validated.
     for values in [
@@ -45,23 +53,9 @@ fn the_chart_lints_renders_and_validates_for_every_values_file() {
 
 #[test]
 fn the_rendered_pods_run_as_local_processes_form_a_cluster() {
-    let python = std::env::var("SKEIN_PYTHON").unwrap_or_else(|_| common::processes::python());
-    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
     let postgres = skein_testkit::Postgres::start().unwrap();
     let url = postgres.database("rendered").unwrap();
-    let out = Command::new(&python)
-        .arg(format!("{root}/tests/helm/run_rendered.py"))
-        .arg(format!("{root}/helm/skein"))
-        .arg(common::processes::SKEIN)
-        .arg(&url)
-        .output()
-        .unwrap();
-    let printed = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{printed}");
+    let printed = run_script("run_rendered.py", &[common::processes::SKEIN, &url]);
     for broker in 0..3 {
         assert!(
             printed.contains(&format!("ok demo-skein-broker-{broker} ready")),
