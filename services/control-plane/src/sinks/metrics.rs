@@ -1,7 +1,9 @@
 //! The sink runner's metrics, per tenant and sink: rows written and records dead-lettered
 //! (counted on the replica that wrote them), the records its partitions here still have to
 //! apply, and how long each transaction into the target database took. A tenant names its
-//! sinks, so the pair is a capped label ([`LabelCap`]).
+//! sinks, so the pair is a capped label ([`LabelCap`]): sinks past the cap are counted
+//! together under [`OTHER`], without a lag. A deleted sink keeps its place under the cap
+//! until the process restarts.
 
 use std::sync::Arc;
 
@@ -35,6 +37,12 @@ pub struct SinkMetrics {
 
 impl Default for SinkMetrics {
     fn default() -> Self {
+        Self::with_cap(SINK_SERIES)
+    }
+}
+
+impl SinkMetrics {
+    fn with_cap(sinks: usize) -> Self {
         Self {
             rows: Family::default(),
             dead_lettered: Family::default(),
@@ -42,12 +50,10 @@ impl Default for SinkMetrics {
             transaction_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
-            cap: Arc::new(LabelCap::new(SINK_SERIES)),
+            cap: Arc::new(LabelCap::new(sinks)),
         }
     }
-}
 
-impl SinkMetrics {
     /// Registers every family in `registry` (under its `skein` prefix).
     pub fn register(&self, registry: &mut Registry) {
         let sink = registry.sub_registry_with_prefix("sink");
@@ -105,12 +111,56 @@ impl SinkMetrics {
         }
     }
 
+    /// Sets a sink's lag; sinks past the cap have none (one gauge cannot hold the lag of
+    /// several sinks that each set it).
     pub(crate) fn set_lag(&self, labels: &SinkLabels, lag: i64) {
-        self.lag.get_or_create(labels).set(lag);
+        if !(labels.tenant == OTHER && labels.sink == OTHER) {
+            self.lag.get_or_create(labels).set(lag);
+        }
     }
 
     /// A sink's partitions left this replica: its lag is another's to say.
     pub(crate) fn forget_lag(&self, labels: &SinkLabels) {
         self.lag.remove(labels);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sinks_past_the_cap_are_counted_together_without_a_lag() {
+        let metrics = SinkMetrics::with_cap(1);
+        let mut registry = Registry::with_prefix("skein");
+        metrics.register(&mut registry);
+        let first = metrics.labels("acme", "orders");
+        let second = metrics.labels("acme", "payments");
+        let third = metrics.labels("globex", "orders");
+        assert_eq!(first.sink, "orders");
+        assert_eq!(
+            (second.tenant.as_str(), second.sink.as_str()),
+            (OTHER, OTHER)
+        );
+        assert_eq!(second, third);
+        metrics.counted(&second, 2, 0);
+        metrics.counted(&third, 3, 1);
+        metrics.set_lag(&first, 7);
+        metrics.set_lag(&second, 5);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            text.contains(r#"skein_sink_rows_total{tenant="_other",sink="_other"} 5"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"skein_sink_lag_records{tenant="acme",sink="orders"} 7"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains(r#"skein_sink_lag_records{tenant="_other""#),
+            "{text}"
+        );
     }
 }
