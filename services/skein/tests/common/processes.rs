@@ -26,8 +26,15 @@ pub fn controller_secret_file() -> std::path::PathBuf {
 }
 
 /// A controller credential minted by `skein controller-token` for `role` (and `tenants`),
-/// in a file.
+/// in a file. Each credential is minted once per test binary: tests run in parallel, and a
+/// file rewritten while another test's process reads it would read empty.
 pub fn controller_token_file(role: &str, tenants: &[&str]) -> std::path::PathBuf {
+    static MINTED: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let path = credentials_dir().join(format!("{role}-{}.token", tenants.join("+")));
+    let mut minted = MINTED.lock().unwrap_or_else(|e| e.into_inner());
+    if minted.contains(&path) {
+        return path;
+    }
     let mut command = Command::new(SKEIN);
     command
         .args(["controller-token", "--role", role, "--secret-file"])
@@ -44,8 +51,8 @@ pub fn controller_token_file(role: &str, tenants: &[&str]) -> std::path::PathBuf
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let path = credentials_dir().join(format!("{role}-{}.token", tenants.join("+")));
     std::fs::write(&path, &out.stdout).unwrap();
+    minted.push(path.clone());
     path
 }
 
@@ -53,22 +60,33 @@ pub fn controller_token_file(role: &str, tenants: &[&str]) -> std::path::PathBuf
 pub struct Process {
     pub child: Child,
     pub first_line: String,
+    /// The process's log, removed with the process unless SKEIN_TEST_LOG_DIR keeps it.
+    log: Option<tempfile::TempPath>,
 }
 
 impl Process {
     pub fn start(command: &mut Command) -> Self {
-        // SKEIN_TEST_LOG_DIR keeps every process's log there, for a failure to be read.
-        let stderr = match std::env::var_os("SKEIN_TEST_LOG_DIR") {
+        // Every process logs to a file: in SKEIN_TEST_LOG_DIR when set, kept for a failure to
+        // be read later; else a temporary one, for a process that exits before starting to
+        // show why.
+        let (file, path, log) = match std::env::var_os("SKEIN_TEST_LOG_DIR") {
             Some(dir) => {
                 static NEXT: std::sync::atomic::AtomicUsize =
                     std::sync::atomic::AtomicUsize::new(0);
                 let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let path =
                     std::path::Path::new(&dir).join(format!("{}-{n}.log", std::process::id()));
-                std::fs::File::create(path).map_or_else(|_| Stdio::null(), Stdio::from)
+                (std::fs::File::create(&path).ok(), path, None)
             }
-            None => Stdio::null(),
+            None => match tempfile::NamedTempFile::new() {
+                Ok(temp) => {
+                    let (file, log) = temp.into_parts();
+                    (Some(file), log.to_path_buf(), Some(log))
+                }
+                Err(_) => (None, std::path::PathBuf::new(), None),
+            },
         };
+        let stderr = file.map_or_else(Stdio::null, Stdio::from);
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -90,15 +108,22 @@ impl Process {
         let mut process = Self {
             child,
             first_line: String::new(),
+            log,
         };
         // Dropping `process` on failure kills the child.
         process.first_line = started
             .recv_timeout(STARTUP_BOUND)
             .expect("the process said nothing for 60 s after it started");
-        assert!(
-            !process.first_line.is_empty(),
-            "the process exited before starting"
-        );
+        if process.first_line.is_empty() {
+            let _ = process.child.wait();
+            let said = std::fs::read_to_string(&path).unwrap_or_default();
+            let tail: Vec<&str> = said.lines().rev().take(20).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!(
+                "the process exited before starting; its last lines:\n{}",
+                tail.join("\n")
+            );
+        }
         process
     }
 
