@@ -14,6 +14,7 @@ use kafka_protocol::messages::ApiKey;
 
 use crate::frame::FrameCodec;
 use crate::listeners::ListenerInfo;
+use crate::low_water::Missing;
 use crate::router::{self, Reply};
 use crate::sasl::{SaslState, Session};
 use crate::Broker;
@@ -90,9 +91,10 @@ impl Drop for Counted {
 }
 
 /// Serves one connection (`peer` is `/ip`, as ACL hosts are matched) over a TCP or TLS
-/// stream.
+/// stream; the frame codec tells `missing` what the request being read still lacks.
 pub(crate) async fn run<S>(
     stream: S,
+    missing: Missing,
     peer: String,
     broker: Arc<Broker>,
     listener: Arc<ListenerInfo>,
@@ -109,7 +111,10 @@ where
         session.set_state(SaslState::Authenticated(who));
     }
     let (read, write) = tokio::io::split(stream);
-    let mut requests = FramedRead::new(read, FrameCodec::new(broker.config.max_request_bytes));
+    let mut requests = FramedRead::new(
+        read,
+        FrameCodec::new(broker.config.max_request_bytes, missing),
+    );
     let idle_ms = broker.config.connections_max_idle_ms;
     let (responses, mut queued) = mpsc::channel::<Bytes>(RESPONSES_IN_FLIGHT);
     let writer = tokio::spawn(async move {

@@ -2,24 +2,29 @@
 //!
 //! Unlike tokio-util's `LengthDelimitedCodec`, which reserves a declared frame's whole length
 //! as soon as it reads the prefix, the buffer here grows only as bytes arrive: a peer that
-//! declares a 100 MiB frame and sends nothing costs nothing.
+//! declares a 100 MiB frame and sends nothing costs nothing. What the frame being read still
+//! lacks is told to the socket beneath ([`crate::low_water`]), so that a request arriving in
+//! small pieces wakes the connection only when enough of it is there.
 
 use bytes::{Buf, BytesMut};
 use tokio_util::codec::Decoder;
+
+use crate::low_water::Missing;
 
 /// Bytes in the length prefix.
 const PREFIX: usize = 4;
 
 /// Decodes length-prefixed frames of at most `max_frame` bytes (`socket.request.max.bytes`);
 /// a longer declared frame is an error, which closes the connection.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct FrameCodec {
     max_frame: usize,
+    missing: Missing,
 }
 
 impl FrameCodec {
-    pub(crate) fn new(max_frame: usize) -> Self {
-        Self { max_frame }
+    pub(crate) fn new(max_frame: usize, missing: Missing) -> Self {
+        Self { max_frame, missing }
     }
 }
 
@@ -29,6 +34,7 @@ impl Decoder for FrameCodec {
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, Self::Error> {
         let Some(prefix) = src.get(..PREFIX) else {
+            self.missing.set(PREFIX - src.len());
             return Ok(None);
         };
         let declared = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
@@ -42,6 +48,7 @@ impl Decoder for FrameCodec {
             ));
         }
         if src.len() - PREFIX < declared {
+            self.missing.set(PREFIX + declared - src.len());
             return Ok(None);
         }
         src.advance(PREFIX);
@@ -55,7 +62,7 @@ mod tests {
 
     #[test]
     fn a_declared_length_reserves_nothing_until_its_bytes_arrive() {
-        let mut codec = FrameCodec::new(100 * 1024 * 1024);
+        let mut codec = FrameCodec::new(100 * 1024 * 1024, Missing::default());
         let mut buf = BytesMut::with_capacity(64);
         buf.extend_from_slice(&(100u32 * 1024 * 1024).to_be_bytes());
         buf.extend_from_slice(b"abc");
@@ -65,11 +72,16 @@ mod tests {
 
     #[test]
     fn frames_split_and_join_as_they_arrive() {
-        let mut codec = FrameCodec::new(16);
+        let missing = Missing::default();
+        let mut codec = FrameCodec::new(16, missing.clone());
         let mut buf = BytesMut::new();
-        buf.extend_from_slice(&3u32.to_be_bytes());
+        buf.extend_from_slice(&3u32.to_be_bytes()[..2]);
+        assert!(codec.decode(&mut buf).unwrap().is_none());
+        assert_eq!(missing.get(), 2, "the rest of the prefix");
+        buf.extend_from_slice(&3u32.to_be_bytes()[2..]);
         buf.extend_from_slice(b"ab");
         assert!(codec.decode(&mut buf).unwrap().is_none());
+        assert_eq!(missing.get(), 1);
         buf.extend_from_slice(b"c");
         buf.extend_from_slice(&0u32.to_be_bytes());
         buf.extend_from_slice(&2u32.to_be_bytes());
@@ -82,7 +94,7 @@ mod tests {
 
     #[test]
     fn a_frame_over_the_limit_is_an_error() {
-        let mut codec = FrameCodec::new(16);
+        let mut codec = FrameCodec::new(16, Missing::default());
         let mut buf = BytesMut::new();
         buf.extend_from_slice(&17u32.to_be_bytes());
         assert!(codec.decode(&mut buf).is_err());

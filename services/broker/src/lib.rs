@@ -21,6 +21,7 @@ mod handler;
 mod isr;
 mod listener;
 pub mod listeners;
+mod low_water;
 pub mod metrics;
 mod node;
 mod producer;

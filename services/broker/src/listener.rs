@@ -9,6 +9,7 @@ use tokio::task::JoinSet;
 
 use crate::connection::{self, ConnectionError};
 use crate::listeners::ListenerInfo;
+use crate::low_water::{self, LowWater, Missing};
 use crate::Broker;
 
 /// Serves Kafka clients on `listener` until `shutdown` completes, then waits for open
@@ -40,12 +41,17 @@ pub(crate) async fn serve(
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
+                    let missing = Missing::default();
+                    let held_above = if info.tls.is_some() { low_water::TLS_HELD } else { 0 };
+                    let stream = LowWater::new(stream, missing.clone(), held_above);
                     let broker = Arc::clone(&broker);
                     let info = Arc::clone(&info);
                     connections.spawn(async move {
                         let client = format!("/{}", address.ip());
                         let served = match info.tls.as_ref().map(|tls| tls.acceptor()) {
-                            None => connection::run(stream, client, broker, info, None).await,
+                            None => {
+                                connection::run(stream, missing, client, broker, info, None).await
+                            }
                             Some(acceptor) => {
                                 match tokio::time::timeout(
                                     crate::tls::HANDSHAKE_WITHIN,
@@ -55,8 +61,10 @@ pub(crate) async fn serve(
                                 {
                                     Ok(Ok(stream)) => match certificate_session(&info, &stream) {
                                         Ok(who) => {
-                                            connection::run(stream, client, broker, info, who)
-                                                .await
+                                            connection::run(
+                                                stream, missing, client, broker, info, who,
+                                            )
+                                            .await
                                         }
                                         Err(e) => Err(ConnectionError::Certificate(e)),
                                     },
