@@ -365,10 +365,23 @@ fn skein_client_roundtrip(
             }
             text
         })?;
-        Producer::new(client.clone(), Default::default())
+        let producer = Producer::new(client.clone(), Default::default());
+        producer
             .send("orders", [ProduceRecord::new("over-tls")])
             .await
             .map_err(|e| e.to_string())?;
+        // One request of 0.9 MiB (under max.message.bytes): many TLS records, beyond the
+        // socket's low-water mark and what rustls may hold, so the connection must wake for
+        // each part and for the last.
+        let bulk = (0..900).map(|i| ProduceRecord::new(vec![(i % 251) as u8; 1024]));
+        let produced = producer
+            .send("orders", bulk)
+            .await
+            .map_err(|e| e.to_string())?;
+        let acknowledged: usize = produced.iter().map(|b| b.record_count).sum();
+        if acknowledged != 900 {
+            return Err(format!("{acknowledged} of 900 bulk records acknowledged"));
+        }
         let fetched = client
             .fetch("orders", 0, 0, &FetchOptions::default())
             .await
