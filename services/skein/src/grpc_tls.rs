@@ -19,6 +19,8 @@ use skein_broker::tls::{TlsFiles, HANDSHAKE_WITHIN};
 use skein_proto::replicas::ControllerTls;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -56,8 +58,21 @@ pub(crate) fn controller_tls(ca_file: Option<&Path>) -> anyhow::Result<Option<Co
         return Ok(None);
     };
     let pem = std::fs::read(file).with_context(|| format!("failed to read {}", file.display()))?;
+    // Every certificate is parsed as a trust anchor now, so that a damaged file is refused
+    // at start with its name rather than at the first connection.
+    let mut authorities = tokio_rustls::rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(&pem) {
+        let certificate = certificate
+            .with_context(|| format!("{} holds a PEM block that does not parse", file.display()))?;
+        authorities.add(certificate).with_context(|| {
+            format!(
+                "{} holds a certificate that is not a usable authority",
+                file.display()
+            )
+        })?;
+    }
     anyhow::ensure!(
-        pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----"),
+        !authorities.is_empty(),
         "{} holds no PEM certificate",
         file.display()
     );
@@ -114,4 +129,28 @@ pub(crate) fn incoming(
         }
     });
     ReceiverStream::new(receiver)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_control_plane_authority_file_is_parsed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ca.pem");
+        assert!(controller_tls(None).unwrap().is_none());
+        std::fs::write(&file, "no certificate here\n").unwrap();
+        let empty = controller_tls(Some(&file)).unwrap_err().to_string();
+        assert!(empty.contains("holds no PEM certificate"), "{empty}");
+        // A well-formed PEM block whose contents are not a certificate.
+        std::fs::write(
+            &file,
+            "-----BEGIN CERTIFICATE-----\nAAECAwQFBgcICQ==\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let damaged = format!("{:#}", controller_tls(Some(&file)).unwrap_err());
+        assert!(damaged.contains("not a usable authority"), "{damaged}");
+        assert!(damaged.contains("ca.pem"), "{damaged}");
+    }
 }
