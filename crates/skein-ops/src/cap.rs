@@ -40,6 +40,16 @@ impl LabelCap {
     pub fn forget(&self, value: &str) {
         self.seen.lock().remove(value);
     }
+
+    /// Forgets every named value for which `keep` says no; answers them.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut seen = self.seen.lock();
+        let gone: Vec<String> = seen.iter().filter(|v| !keep(v)).cloned().collect();
+        for value in &gone {
+            seen.remove(value);
+        }
+        gone
+    }
 }
 
 #[cfg(test)]

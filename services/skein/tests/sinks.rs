@@ -258,4 +258,8 @@ fn a_sink_made_with_one_request_fills_its_table_and_refuses_bad_definitions() {
     assert_eq!(code, 204);
     let (code, _) = admin(&dev, "GET", &format!("{path}/orders_table"), "");
     assert_eq!(code, 404);
+    // Its series leave the metrics with it.
+    eventually(&ops, "the deleted sink's series gone", |text| {
+        !text.contains(r#"sink="orders_table""#)
+    });
 }

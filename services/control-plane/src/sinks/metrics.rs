@@ -2,8 +2,8 @@
 //! (counted on the replica that wrote them), the records its partitions here still have to
 //! apply, and how long each transaction into the target database took. A tenant names its
 //! sinks, so the pair is a capped label ([`LabelCap`]): sinks past the cap are counted
-//! together under [`OTHER`], without a lag. A deleted sink keeps its place under the cap
-//! until the process restarts.
+//! together under [`OTHER`], without a lag. A deleted sink's series go with it, and its
+//! place under the cap is free for another sink.
 
 use std::sync::Arc;
 
@@ -119,6 +119,28 @@ impl SinkMetrics {
         }
     }
 
+    /// Forgets the sinks for which `exists(tenant, sink)` says no: their series go, and
+    /// their places under the cap are free for new sinks.
+    pub(crate) fn retain_sinks(&self, exists: impl Fn(&str, &str) -> bool) {
+        let gone = self.cap.retain(|key| {
+            key.split_once('\u{0}')
+                .is_some_and(|(tenant, sink)| exists(tenant, sink))
+        });
+        for key in gone {
+            let Some((tenant, sink)) = key.split_once('\u{0}') else {
+                continue;
+            };
+            let labels = SinkLabels {
+                tenant: tenant.to_owned(),
+                sink: sink.to_owned(),
+            };
+            self.rows.remove(&labels);
+            self.dead_lettered.remove(&labels);
+            self.lag.remove(&labels);
+            self.transaction_seconds.remove(&labels);
+        }
+    }
+
     /// A sink's partitions left this replica: its lag is another's to say.
     pub(crate) fn forget_lag(&self, labels: &SinkLabels) {
         self.lag.remove(labels);
@@ -162,5 +184,31 @@ mod tests {
             !text.contains(r#"skein_sink_lag_records{tenant="_other""#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_deleted_sink_leaves_the_metrics_and_frees_its_place() {
+        let metrics = SinkMetrics::with_cap(1);
+        let mut registry = Registry::with_prefix("skein");
+        metrics.register(&mut registry);
+        let first = metrics.labels("acme", "orders");
+        metrics.counted(&first, 4, 0);
+        metrics.set_lag(&first, 2);
+        // "orders" is deleted; the next sink takes its place under the cap.
+        metrics.retain_sinks(|tenant, sink| (tenant, sink) != ("acme", "orders"));
+        let next = metrics.labels("acme", "payments");
+        assert_eq!(next.sink, "payments");
+        metrics.counted(&next, 1, 0);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!text.contains(r#"sink="orders""#), "{text}");
+        assert!(
+            text.contains(r#"skein_sink_rows_total{tenant="acme",sink="payments"} 1"#),
+            "{text}"
+        );
+        // Sinks that still exist keep theirs.
+        metrics.retain_sinks(|_, _| true);
+        assert_eq!(metrics.labels("acme", "payments").sink, "payments");
     }
 }

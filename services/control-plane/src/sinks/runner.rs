@@ -6,7 +6,7 @@
 //! next tick; the new owner's claim in the target database fences the old one, so even a
 //! replica that was only paused commits nothing once it wakes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -131,7 +131,12 @@ async fn tick(
         return Ok(());
     };
     let mut desired: HashMap<String, (String, SinkRecord, Share)> = HashMap::new();
-    for (tenant, record) in catalog.all_sinks().await? {
+    let sinks = catalog.all_sinks().await?;
+    let existing: HashSet<(String, String)> = sinks
+        .iter()
+        .map(|(tenant, record)| (tenant.clone(), record.name.clone()))
+        .collect();
+    for (tenant, record) in sinks {
         if record.paused {
             continue;
         }
@@ -194,6 +199,10 @@ async fn tick(
     for (id, worker) in running.iter() {
         report(catalog, config, id, worker).await;
     }
+    // After the workers of deleted sinks have stopped and reported, their series go.
+    config
+        .metrics
+        .retain_sinks(|tenant, sink| existing.contains(&(tenant.to_owned(), sink.to_owned())));
     Ok(())
 }
 
