@@ -170,7 +170,9 @@ impl ChildBroker {
             .stdout
             .take()
             .context("skein dev's standard output")?;
-        this.gateway = read_gateway(stdout, Duration::from_secs(15))?;
+        // A three-broker `skein dev` on a loaded two-core machine (the smoke tests run
+        // beside each other) can take longer than a single broker to say it is running.
+        this.gateway = read_gateway(stdout, Duration::from_secs(60))?;
         if this.gateway.is_none() {
             eprintln!("skein: {} runs no gateway", binary.display());
         }
