@@ -12,6 +12,11 @@
 //! The mark never asks for more than the request still needs, so a waiting connection
 //! always wakes: beneath TLS the count is lowered by what the TLS layer may hold undecrypted
 //! (at most one record's worth), since those bytes are no longer in the socket.
+//!
+//! Beneath TLS the socket is also read ahead: rustls reads one record (about 16 KiB) at a
+//! time, and on a request larger than that one `read` of up to 64 KiB serves several of
+//! its reads. The buffer is held only while the connection reads and is released when it
+//! waits, so an idle connection costs nothing.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -20,7 +25,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_util::io::poll_read_buf;
 
 /// The most a mark asks for: past it wake-ups are already rare, and the kernel holds no more
 /// of a slow request than this on the connection's behalf.
@@ -44,6 +51,10 @@ impl Missing {
     }
 }
 
+/// How much one `read` beneath TLS takes from the socket: rustls asks for at most one
+/// record (about 16 KiB) at a time, and a syscall per record costs more than decrypting it.
+const READ_AHEAD: usize = 64 * 1024;
+
 /// A socket whose low-water mark follows [`Missing`] while its reader waits.
 #[derive(Debug)]
 pub(crate) struct LowWater<S> {
@@ -53,6 +64,9 @@ pub(crate) struct LowWater<S> {
     held_above: usize,
     /// The mark last set; the kernel's default is 1.
     mark: usize,
+    /// Beneath TLS: bytes read from the socket and not yet passed up. Allocated while the
+    /// connection reads and released when it waits.
+    ahead: BytesMut,
 }
 
 impl<S: AsRawFd> LowWater<S> {
@@ -63,6 +77,7 @@ impl<S: AsRawFd> LowWater<S> {
             missing,
             held_above,
             mark: 1,
+            ahead: BytesMut::new(),
         }
     }
 
@@ -120,13 +135,34 @@ impl<S: AsyncRead + AsRawFd + Unpin> AsyncRead for LowWater<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Pending => {
-                this.mark_for_wait();
-                Poll::Pending
+        if this.ahead.is_empty() {
+            // Plaintext reads go straight into the frame's buffer. Beneath TLS, where each
+            // read asks for one record, one read fills the read-ahead buffer while the
+            // request still lacks more than a record; a small request is read as it asks.
+            let direct = this.held_above == 0
+                || buf.remaining() >= READ_AHEAD
+                || this.missing.get() <= TLS_HELD;
+            let read = if direct {
+                Pin::new(&mut this.inner).poll_read(cx, buf)
+            } else {
+                this.ahead.reserve(READ_AHEAD);
+                poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.ahead).map_ok(|_| ())
+            };
+            match read {
+                Poll::Pending => {
+                    this.ahead = BytesMut::new();
+                    this.mark_for_wait();
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) if direct => return Poll::Ready(Ok(())),
+                Poll::Ready(Ok(())) => {}
             }
-            ready => ready,
         }
+        let n = buf.remaining().min(this.ahead.len());
+        buf.put_slice(&this.ahead[..n]);
+        this.ahead.advance(n);
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -227,6 +263,61 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(n, 1);
+    }
+
+    #[tokio::test]
+    async fn beneath_tls_one_read_serves_many_small_ones_in_order() {
+        let (mut client, server) = pair().await;
+        let missing = Missing::default();
+        let sent: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        missing.set(sent.len());
+        let mut server = LowWater::new(server, missing.clone(), TLS_HELD);
+        let writer = tokio::spawn({
+            let sent = sent.clone();
+            async move {
+                client.write_all(&sent).await.unwrap();
+                client
+            }
+        });
+        let mut received = Vec::new();
+        let mut buf = vec![0; 5000];
+        let mut reads_ahead = 0;
+        while received.len() < sent.len() {
+            let n = server.read(&mut buf).await.unwrap();
+            assert!(n > 0);
+            received.extend_from_slice(&buf[..n]);
+            // As the frame codec would: what the request still lacks.
+            missing.set(sent.len() - received.len());
+            assert!(server.ahead.len() < READ_AHEAD);
+            if !server.ahead.is_empty() {
+                reads_ahead += 1;
+            }
+        }
+        assert_eq!(received, sent);
+        assert!(reads_ahead > 0, "every read went to the socket");
+        // A connection that waits holds no read-ahead buffer.
+        missing.set(4);
+        let wait = std::time::Duration::from_millis(50);
+        assert!(tokio::time::timeout(wait, server.read(&mut buf))
+            .await
+            .is_err());
+        assert_eq!(server.ahead.capacity(), 0);
+        let mut client = writer.await.unwrap();
+        client.shutdown().await.unwrap();
+        assert_eq!(server.read(&mut buf).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn beneath_tls_a_small_request_is_read_as_asked() {
+        let (mut client, server) = pair().await;
+        let missing = Missing::default();
+        missing.set(100);
+        let mut server = LowWater::new(server, missing, TLS_HELD);
+        client.write_all(&[7; 100]).await.unwrap();
+        let mut buf = vec![0; 8192];
+        let n = server.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], &[7; 100][..n]);
+        assert_eq!(server.ahead.capacity(), 0);
     }
 
     #[tokio::test]
