@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.join("skein_descriptors.bin"),
         prost::Message::encode_to_vec(&descriptors),
     )?;
-    tonic_build::configure()
+    tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;

@@ -17,9 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
-use opentelemetry::KeyValue;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::TracerProvider;
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -51,7 +50,7 @@ pub enum TelemetryError {
 /// The exporter while the process runs: dropping it sends what is left.
 #[derive(Debug)]
 pub struct Telemetry {
-    provider: TracerProvider,
+    provider: SdkTracerProvider,
     /// The exporter's own threads, apart from the service's runtimes.
     _runtime: tokio::runtime::Runtime,
 }
@@ -59,10 +58,8 @@ pub struct Telemetry {
 impl Drop for Telemetry {
     fn drop(&mut self) {
         ENABLED.store(false, Ordering::Relaxed);
-        for result in self.provider.force_flush() {
-            if let Err(error) = result {
-                eprintln!("skein: flushing spans: {error}");
-            }
+        if let Err(error) = self.provider.force_flush() {
+            eprintln!("skein: flushing spans: {error}");
         }
         if let Err(error) = self.provider.shutdown() {
             eprintln!("skein: stopping the span exporter: {error}");
@@ -106,15 +103,16 @@ where
         .build()
         .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
     let resource = if std::env::var("OTEL_SERVICE_NAME").is_ok() {
-        Resource::default()
+        Resource::builder().build()
     } else {
-        Resource::default().merge(&Resource::new([KeyValue::new(
-            "service.name",
-            service.to_owned(),
-        )]))
+        Resource::builder()
+            .with_service_name(service.to_owned())
+            .build()
     };
-    let provider = TracerProvider::builder()
-        .with_batch_exporter(exporter, opentelemetry_sdk::runtime::Tokio)
+    // The batch processor exports from a thread of its own; the exporter's channel runs on
+    // `runtime`, entered above when it was built.
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
         .with_resource(resource)
         .build();
     let tracer = provider.tracer("skein");
@@ -192,7 +190,10 @@ pub fn adopt<'a>(span: &tracing::Span, carried: impl IntoIterator<Item = &'a [u8
         return;
     };
     let parent_id = parent.span().span_context().span_id();
-    span.set_parent(parent);
+    // A span that is not recorded has no context to take a parent or links.
+    if span.set_parent(parent).is_err() {
+        return;
+    }
     for context in contexts
         .filter(|c| c.span().span_context().span_id() != parent_id)
         .take(MAX_LINKS)

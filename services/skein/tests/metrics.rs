@@ -349,7 +349,7 @@ fn grpc_calls(address: &str, token: &str) {
             .unary::<_, pb::ListTopicsResponse, _>(
                 tonic::Request::new(pb::ListTopicsRequest {}),
                 PathAndQuery::from_static("/Made/Up"),
-                tonic::codec::ProstCodec::default(),
+                tonic_prost::ProstCodec::default(),
             )
             .await
             .unwrap_err();

@@ -105,7 +105,7 @@ fn a_rest_produce_is_one_trace_through_gateway_broker_and_sink() {
     let service = TraceServiceServer::new(collector.clone());
     runtime.spawn(async move {
         let incoming =
-            tonic::transport::server::TcpIncoming::from_listener(listener, true, None).unwrap();
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         tonic::transport::Server::builder()
             .add_service(service)
             .serve_with_incoming(incoming)

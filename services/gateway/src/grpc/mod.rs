@@ -141,7 +141,7 @@ fn code(error: &GatewayError) -> i32 {
 
 /// The gateway's gRPC services: the API, health and reflection.
 pub async fn routes(gateway: Arc<Gateway>) -> tonic::service::Routes {
-    let (mut reporter, health) = tonic_health::server::health_reporter();
+    let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_serving::<GatewayServer<GatewayService>>()
         .await;
