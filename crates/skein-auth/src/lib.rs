@@ -73,5 +73,5 @@ pub use binding::{
 pub use error::AclError;
 pub use filter::AclBindingFilter;
 pub use operation::{Operation, Permission};
-pub use principal::Principal;
+pub use principal::{is_tenant_name, Principal};
 pub use resource::{PatternType, PatternTypeFilter, Resource, ResourceType, CLUSTER_NAME};

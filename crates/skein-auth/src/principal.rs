@@ -125,3 +125,39 @@ mod tests {
         assert_eq!(Principal::user("alice"), "User:alice".parse().unwrap());
     }
 }
+
+/// Whether `name` is a tenant name: 1 to 63 of `a-z`, `0-9` and `-`, starting with a
+/// letter (the catalog's rule). A name that is not one (`acme.eu`, say) would name another
+/// tenant's namespace once the broker prefixes names with it, so a token claiming one is
+/// refused wherever a claim names the tenant.
+pub fn is_tenant_name(name: &str) -> bool {
+    (1..=63).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+#[cfg(test)]
+mod tenant_name_tests {
+    use super::is_tenant_name;
+
+    #[test]
+    fn tenant_names_follow_the_catalogs_grammar() {
+        for good in ["acme", "a", "acme-eu-2", &"a".repeat(63)] {
+            assert!(is_tenant_name(good), "{good}");
+        }
+        for bad in [
+            "",
+            "acme.eu",
+            "Acme",
+            "1acme",
+            "-acme",
+            "acme_eu",
+            &"a".repeat(64),
+            "acmé",
+        ] {
+            assert!(!is_tenant_name(bad), "{bad}");
+        }
+    }
+}

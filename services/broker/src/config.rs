@@ -53,6 +53,12 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// `connections.max.idle.ms`: a connection that sends no request for this long is closed.
     pub connections_max_idle_ms: u64,
+    /// The floors the topic configs a client sets are held to (CreateTopics, AlterConfigs,
+    /// IncrementalAlterConfigs); the admin API, an operator's, is not held to them.
+    pub client_topic_floors: crate::limits::TopicConfigFloors,
+    /// How long a connection to a SASL listener may take to authenticate before it is
+    /// closed ([`crate::unauthenticated::AUTHENTICATE_WITHIN`] by default).
+    pub sasl_authenticate_within: std::time::Duration,
     /// Whether Kafka clients may change ACLs (CreateAcls, DeleteAcls). The listener does not
     /// authenticate its clients, so by default they may not: the admin API changes ACLs.
     pub unauthenticated_acl_changes: bool,
@@ -113,6 +119,8 @@ impl BrokerConfig {
             transaction_max_timeout_ms: 900_000,
             max_connections: 10_000,
             connections_max_idle_ms: 600_000,
+            sasl_authenticate_within: crate::unauthenticated::AUTHENTICATE_WITHIN,
+            client_topic_floors: crate::limits::TopicConfigFloors::default(),
             unauthenticated_acl_changes: false,
             auto_create_topics: true,
             default_partitions: 1,

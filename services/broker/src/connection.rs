@@ -42,6 +42,10 @@ pub(crate) enum ConnectionError {
     Unauthenticated { api_key: i16, listener: String },
     #[error("SASL authentication failed")]
     AuthenticationFailed,
+    #[error("not authenticated in time (sasl_authenticate_within)")]
+    AuthenticationTimeout,
+    #[error("too many unauthenticated connections on listener {listener} or from this address")]
+    TooManyUnauthenticated { listener: String },
     #[error("the API key {key_id:?} this connection authenticated with is no longer in force")]
     KeyRevoked { key_id: String },
     #[error("the session of {principal} ended with its token, and it did not re-authenticate")]
@@ -104,6 +108,25 @@ where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let _counted = Counted::open(Arc::clone(&broker), listener.name.clone());
+    // On a SASL listener a connection holds a place among the unauthenticated ones, and
+    // small frames, until it authenticates ([`crate::unauthenticated`]).
+    let mut unproven = if listener.protocol.requires_sasl() {
+        let address = peer
+            .trim_start_matches('/')
+            .parse()
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        match broker.unauthenticated.admit(&listener.name, address) {
+            Some(place) => Some(place),
+            None => {
+                return Err(ConnectionError::TooManyUnauthenticated {
+                    listener: listener.name.clone(),
+                })
+            }
+        }
+    } else {
+        None
+    };
+    let authenticate_by = tokio::time::Instant::now() + broker.config.sasl_authenticate_within;
     let session = Session::new(listener, peer);
     if let Some(who) = certificate {
         tracing::debug!(peer = %session.peer, principal = %who.principal,
@@ -111,10 +134,14 @@ where
         session.set_state(SaslState::Authenticated(who));
     }
     let (read, write) = tokio::io::split(stream);
-    let mut requests = FramedRead::new(
-        read,
-        FrameCodec::new(broker.config.max_request_bytes, missing),
-    );
+    let mut codec = FrameCodec::new(broker.config.max_request_bytes, missing);
+    if unproven.is_some() {
+        codec.set_max(
+            crate::unauthenticated::MAX_FRAME.min(broker.config.max_request_bytes),
+            "the frame cap before authentication",
+        );
+    }
+    let mut requests = FramedRead::new(read, codec);
     let idle_ms = broker.config.connections_max_idle_ms;
     let (responses, mut queued) = mpsc::channel::<Bytes>(RESPONSES_IN_FLIGHT);
     let writer = tokio::spawn(async move {
@@ -135,8 +162,31 @@ where
     // spent answering a request (a long poll) does not count.
     let handled = async {
         loop {
-            let next = tokio::time::timeout(Duration::from_millis(idle_ms), requests.next());
-            let Some(frame) = next.await.map_err(|_| ConnectionError::Idle { idle_ms })? else {
+            if unproven.is_some() && session.has_authenticated() {
+                unproven = None;
+                requests
+                    .decoder_mut()
+                    .set_max(broker.config.max_request_bytes, "socket.request.max.bytes");
+            }
+            let idle = Duration::from_millis(idle_ms);
+            let next = match unproven {
+                Some(_) => tokio::time::timeout_at(
+                    authenticate_by.min(tokio::time::Instant::now() + idle),
+                    requests.next(),
+                )
+                .await
+                .map_err(|_| {
+                    if tokio::time::Instant::now() >= authenticate_by {
+                        ConnectionError::AuthenticationTimeout
+                    } else {
+                        ConnectionError::Idle { idle_ms }
+                    }
+                })?,
+                None => tokio::time::timeout(idle, requests.next())
+                    .await
+                    .map_err(|_| ConnectionError::Idle { idle_ms })?,
+            };
+            let Some(frame) = next else {
                 break;
             };
             let frame = frame.map_err(ConnectionError::Frame)?;
@@ -224,7 +274,9 @@ fn admit(api_key: i16, broker: &Broker, session: &Session) -> Result<(), Connect
             .tls
             .as_ref()
             .is_some_and(|tls| tls.client_auth().is_some());
-    if !listener.protocol.requires_sasl() && !certificates {
+    // A broker that authenticated on a listener without SASL is checked like any session:
+    // its credential expires.
+    if !listener.protocol.requires_sasl() && !certificates && !session.has_authenticated() {
         return Ok(());
     }
     let state = session.state();

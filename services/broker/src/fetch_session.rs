@@ -25,6 +25,17 @@ pub(crate) struct FetchTarget {
     pub(crate) current_leader_epoch: i32,
 }
 
+/// Who opened a session: only a request of the same scope (the same tenant), principal and
+/// kind of fetch (a consumer's, or the same follower's) may use, advance or close it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SessionOwner {
+    pub(crate) scope: Scope,
+    /// The authenticated principal; `None` on a listener without authentication.
+    pub(crate) principal: Option<String>,
+    /// The replica id of a follower's fetch; `None` for a consumer's.
+    pub(crate) follower: Option<i32>,
+}
+
 /// What a session-carrying request resolves to.
 #[derive(Debug)]
 pub(crate) enum SessionOutcome {
@@ -49,9 +60,8 @@ struct SessionPartition {
 
 #[derive(Debug)]
 struct Session {
-    /// The scope that opened it: only requests of the same scope (the same tenant) may use,
-    /// advance or close it.
-    owner: Scope,
+    /// Who opened it, and alone may use it.
+    owner: SessionOwner,
     next_epoch: i32,
     partitions: BTreeMap<(String, i32), SessionPartition>,
     last_used: Instant,
@@ -89,11 +99,11 @@ fn next(epoch: i32) -> i32 {
 }
 
 impl FetchSessions {
-    /// A fetch of `owner`'s through the session it names: a session of another scope (another
-    /// tenant's) is unknown to it.
+    /// A fetch of `owner`'s through the session it names: a session of another owner (another
+    /// tenant's, principal's or kind of fetch) is unknown to it.
     pub(crate) fn update(
         &self,
-        owner: &Scope,
+        owner: &SessionOwner,
         session_id: i32,
         epoch: i32,
         requested: Vec<FetchTarget>,
@@ -114,7 +124,7 @@ impl FetchSessions {
                 // sessions in a loop evicts its own, not everyone else's.
                 let mut held: HashMap<&Scope, usize> = HashMap::new();
                 for session in inner.by_id.values() {
-                    *held.entry(&session.owner).or_default() += 1;
+                    *held.entry(&session.owner.scope).or_default() += 1;
                 }
                 let heaviest = held
                     .into_iter()
@@ -123,7 +133,7 @@ impl FetchSessions {
                 let oldest = inner
                     .by_id
                     .iter()
-                    .filter(|(_, s)| Some(&s.owner) == heaviest.as_ref())
+                    .filter(|(_, s)| Some(&s.owner.scope) == heaviest.as_ref())
                     .min_by_key(|(_, s)| s.last_used)
                     .map(|(id, _)| *id);
                 if let Some(oldest) = oldest {
@@ -198,8 +208,8 @@ impl FetchSessions {
         }
     }
 
-    /// Closes `owner`'s session of that id (another scope's stays open).
-    pub(crate) fn close(&self, owner: &Scope, session_id: i32) {
+    /// Closes `owner`'s session of that id (another owner's stays open).
+    pub(crate) fn close(&self, owner: &SessionOwner, session_id: i32) {
         let mut inner = self.inner.lock();
         if inner
             .by_id
@@ -253,8 +263,16 @@ mod tests {
         }
     }
 
+    fn consumer(scope: Scope) -> SessionOwner {
+        SessionOwner {
+            scope,
+            principal: None,
+            follower: None,
+        }
+    }
+
     fn open(sessions: &FetchSessions) -> i32 {
-        match sessions.update(&Scope::Plain, 0, 0, vec![target(0)], &[]) {
+        match sessions.update(&consumer(Scope::Plain), 0, 0, vec![target(0)], &[]) {
             SessionOutcome::Full { session_id, .. } => session_id,
             _ => panic!("a full fetch opens a session"),
         }
@@ -273,13 +291,13 @@ mod tests {
         // An id never handed out names no session.
         let unknown = (1..).find(|id| !ids.contains(id)).unwrap_or(1);
         assert!(matches!(
-            sessions.update(&Scope::Plain, unknown, 1, Vec::new(), &[]),
+            sessions.update(&consumer(Scope::Plain), unknown, 1, Vec::new(), &[]),
             SessionOutcome::Error(ResponseError::FetchSessionIdNotFound)
         ));
 
         let id = open(&sessions);
         // Another tenant's request can neither use, advance nor close the session.
-        let other = Scope::Tenant("globex".into());
+        let other = consumer(Scope::Tenant("globex".into()));
         assert!(matches!(
             sessions.update(&other, id, 1, Vec::new(), &[]),
             SessionOutcome::Error(ResponseError::FetchSessionIdNotFound)
@@ -290,24 +308,57 @@ mod tests {
             SessionOutcome::Full { session_id, .. } if session_id != id
         ));
         assert!(matches!(
-            sessions.update(&Scope::Plain, id, 1, Vec::new(), &[]),
+            sessions.update(&consumer(Scope::Plain), id, 1, Vec::new(), &[]),
             SessionOutcome::Incremental { .. }
         ));
         assert!(matches!(
-            sessions.update(&Scope::Plain, id, 1, Vec::new(), &[]),
+            sessions.update(&consumer(Scope::Plain), id, 1, Vec::new(), &[]),
             SessionOutcome::Error(ResponseError::InvalidFetchSessionEpoch)
+        ));
+    }
+
+    #[test]
+    fn a_session_serves_only_the_principal_and_kind_of_fetch_that_opened_it() {
+        let sessions = FetchSessions::default();
+        let alice = SessionOwner {
+            scope: Scope::Tenant("acme".into()),
+            principal: Some("User:alice".to_owned()),
+            follower: None,
+        };
+        let id = match sessions.update(&alice, 0, 0, vec![target(0)], &[]) {
+            SessionOutcome::Full { session_id, .. } => session_id,
+            _ => panic!("a full fetch opens a session"),
+        };
+        let bob = SessionOwner {
+            principal: Some("User:bob".to_owned()),
+            ..alice.clone()
+        };
+        let as_follower = SessionOwner {
+            follower: Some(1),
+            ..alice.clone()
+        };
+        for stranger in [&bob, &as_follower] {
+            assert!(matches!(
+                sessions.update(stranger, id, 1, Vec::new(), &[]),
+                SessionOutcome::Error(ResponseError::FetchSessionIdNotFound)
+            ));
+            sessions.close(stranger, id);
+        }
+        assert!(matches!(
+            sessions.update(&alice, id, 1, Vec::new(), &[]),
+            SessionOutcome::Incremental { targets } if targets.len() == 1
         ));
     }
 
     #[test]
     fn a_tenant_opening_sessions_in_a_loop_evicts_its_own() {
         let sessions = FetchSessions::default();
-        let acme = Scope::Tenant("acme".into());
+        let acme = consumer(Scope::Tenant("acme".into()));
         let mine = match sessions.update(&acme, 0, 0, vec![target(0)], &[]) {
             SessionOutcome::Full { session_id, .. } => session_id,
             _ => panic!("a full fetch opens a session"),
         };
-        let globex = Scope::Tenant("globex".into());
+        let globex = consumer(Scope::Tenant("globex".into()));
         for _ in 0..2 * MAX_SESSIONS {
             let _ = sessions.update(&globex, 0, 0, vec![target(0)], &[]);
         }

@@ -19,12 +19,24 @@ const PREFIX: usize = 4;
 #[derive(Debug, Clone)]
 pub(crate) struct FrameCodec {
     max_frame: usize,
+    /// The setting the cap comes from, for the error.
+    limit: &'static str,
     missing: Missing,
 }
 
 impl FrameCodec {
     pub(crate) fn new(max_frame: usize, missing: Missing) -> Self {
-        Self { max_frame, missing }
+        Self {
+            max_frame,
+            limit: "socket.request.max.bytes",
+            missing,
+        }
+    }
+
+    /// Caps frames at `max_frame` bytes from the next one on; `limit` names the setting.
+    pub(crate) fn set_max(&mut self, max_frame: usize, limit: &'static str) {
+        self.max_frame = max_frame;
+        self.limit = limit;
     }
 }
 
@@ -42,8 +54,8 @@ impl Decoder for FrameCodec {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!(
-                    "frame of {declared} bytes is over socket.request.max.bytes ({})",
-                    self.max_frame
+                    "frame of {declared} bytes is over {} ({})",
+                    self.limit, self.max_frame
                 ),
             ));
         }

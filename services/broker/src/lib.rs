@@ -16,9 +16,10 @@ mod connection;
 pub mod controller_link;
 mod fetch_session;
 mod frame;
-mod group;
+pub mod group;
 mod handler;
 mod isr;
+pub mod limits;
 mod listener;
 pub mod listeners;
 mod low_water;
@@ -37,6 +38,7 @@ mod tenants;
 pub mod tls;
 pub mod topics;
 pub mod txn;
+pub mod unauthenticated;
 
 use std::sync::Arc;
 
@@ -85,6 +87,8 @@ pub struct Broker {
     transactions: txn::Transactions,
     producer_ids: producer::ProducerIds,
     fetch_sessions: fetch_session::FetchSessions,
+    /// Connections on SASL listeners that have not authenticated yet.
+    unauthenticated: Arc<unauthenticated::Unauthenticated>,
     /// The controller, when this broker joined one.
     controller: Option<controller_link::ControllerLink>,
     /// Each tenant's ACL bindings and quotas, as the controller last sent them.
@@ -106,17 +110,37 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Whether the broker can serve its share: every partition it follows (with a leader)
-    /// has it in its ISR, that is, has caught up. The reason names the first that has not.
+    /// Whether the broker can serve its share: every partition it holds a replica of has a
+    /// leader, it leads those the controller named it leader of, and it is in the ISR of
+    /// those it follows, that is, has caught up. The reason names the first that is not so.
     pub fn readiness(&self) -> Result<(), String> {
         let node = self.config.node_id;
+        let controlled = self.topics.is_controlled();
         for topic in self.topics.list_all() {
             for index in 0..topic.partitions {
                 let Some(placement) = topic.placement_of(index, node) else {
                     continue;
                 };
-                let follows = placement.replicas.contains(&node) && placement.leader != node;
-                if follows && placement.leader >= 0 && !placement.isr.contains(&node) {
+                if !placement.replicas.contains(&node) {
+                    continue;
+                }
+                if placement.leader < 0 {
+                    return Err(format!(
+                        "partition {index} of {} has no leader yet",
+                        topic.name
+                    ));
+                }
+                if controlled
+                    && placement.leader == node
+                    && self.replicas.leader_of_any(&topic.name, index, -1).is_err()
+                {
+                    return Err(format!(
+                        "partition {index} of {} is not led here yet",
+                        topic.name
+                    ));
+                }
+                let follows = placement.leader != node;
+                if follows && !placement.isr.contains(&node) {
                     return Err(format!(
                         "partition {index} of {} has not caught up with its leader {}",
                         topic.name, placement.leader
@@ -314,6 +338,7 @@ impl Broker {
             transactions,
             producer_ids,
             fetch_sessions: fetch_session::FetchSessions::default(),
+            unauthenticated: Arc::default(),
             controller,
             tenants: tenants::Tenants::default(),
             doomed: parking_lot::Mutex::new(Vec::new()),

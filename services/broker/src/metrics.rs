@@ -5,8 +5,9 @@
 //! under-replicated and under their minimum ISR, the cluster's offline ones, and the lag
 //! of the consumer groups it coordinates.
 //!
-//! Topic and tenant labels are capped ([`LabelCap`]); no label names a client, a connection
-//! or a record.
+//! Topic and tenant labels are capped ([`LabelCap`]); every label value is cut to
+//! [`skein_ops::MAX_LABEL_BYTES`]; one tenant's groups take at most a share of the lag
+//! series; no label names a client, a connection or a record.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -24,6 +25,9 @@ const TOPIC_LABELS: usize = 1000;
 const TENANT_LABELS: usize = 200;
 /// Consumer-group lag series one scrape reports at most (group x partition).
 const LAG_SERIES: usize = 10_000;
+/// The share of [`LAG_SERIES`] one tenant's groups take at most, so that one tenant's
+/// groups cannot crowd every other tenant's out of the scrape.
+const LAG_SERIES_PER_TENANT: usize = 1_000;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ApiLabels {
@@ -338,9 +342,13 @@ impl BrokerMetrics {
                 None => crate::scope::Scope::Plain,
             };
             let tenant = broker.tenant_of(&scope).unwrap_or_default().to_owned();
+            let mut tenants_series = 0;
             for (group, topic, partition, offset) in offsets.committed_offsets() {
                 if series >= LAG_SERIES {
                     return;
+                }
+                if tenants_series >= LAG_SERIES_PER_TENANT {
+                    break;
                 }
                 let Some(high_watermark) = broker
                     .replicas
@@ -351,12 +359,13 @@ impl BrokerMetrics {
                 self.group_lag
                     .get_or_create(&LagLabels {
                         tenant: self.tenants.label(&tenant),
-                        group,
+                        group: skein_ops::bounded(&group).to_owned(),
                         topic: self.topics.label(&topic),
                         partition,
                     })
                     .set((high_watermark - offset).max(0));
                 series += 1;
+                tenants_series += 1;
             }
         }
     }

@@ -84,19 +84,17 @@ pub(crate) fn inter_broker_client(
 ) -> ClientConfig {
     let mut config = ClientConfig::new([address.to_owned()]);
     config.client_id = client_id;
-    // Brokers whose inter-broker listener uses SASL (every broker of a cluster that serves
-    // every tenant) present their controller credential to each other.
-    if broker.config.inter_broker_protocol.requires_sasl() {
-        config.sasl_plain = broker
-            .controller
-            .as_ref()
-            .and_then(|link| link.credential_token())
-            .map(|token| skein_client::SaslPlain {
-                authorization_id: String::new(),
-                username: crate::sasl::BROKER_USER.to_owned(),
-                password: token.to_owned(),
-            });
-    }
+    // Brokers present their controller credential to each other on every inter-broker
+    // listener, SASL or not: the inter-broker APIs are served to a proven broker alone.
+    config.sasl_plain = broker
+        .controller
+        .as_ref()
+        .and_then(|link| link.credential_token())
+        .map(|token| skein_client::SaslPlain {
+            authorization_id: String::new(),
+            username: crate::sasl::BROKER_USER.to_owned(),
+            password: token.to_owned(),
+        });
     // Over SASL_SSL the leader's certificate is checked against the inter-broker authorities
     // and the address the leader registered.
     config.tls = broker

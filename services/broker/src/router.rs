@@ -53,6 +53,13 @@ impl<'a> Call<'a> {
         crate::authz::Access::new(self.broker, &self.tenant, &self.scope, principal, self.peer)
     }
 
+    /// Whether the request comes from another broker of the cluster, proven by its
+    /// controller credential: the inter-broker APIs are answered for it alone, never for a
+    /// client, whatever its listener, principal or ACLs.
+    pub(crate) fn is_from_broker(&self) -> bool {
+        self.session.is_cluster()
+    }
+
     /// The tenant the request acts for, by name ([`Broker::tenant_of`]).
     pub(crate) fn tenant_name(&self) -> Option<&str> {
         self.broker.tenant_of(&self.scope)

@@ -133,6 +133,9 @@ pub(crate) struct Session {
     /// `/ip` of the client, as ACL hosts are matched.
     pub peer: String,
     state: Mutex<SaslState>,
+    /// Whether the session has ever authenticated: a listener without SASL checks the
+    /// session of a broker that did at each request, and no other.
+    authenticated: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -141,6 +144,7 @@ impl Session {
             listener,
             peer,
             state: Mutex::new(SaslState::Start),
+            authenticated: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -149,7 +153,17 @@ impl Session {
     }
 
     pub(crate) fn set_state(&self, state: SaslState) {
+        if matches!(state, SaslState::Authenticated(_)) {
+            self.authenticated
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         *self.state.lock() = state;
+    }
+
+    /// Whether the session authenticated at some point (its state may have moved on).
+    pub(crate) fn has_authenticated(&self) -> bool {
+        self.authenticated
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The authenticated principal; `None` on a listener without authentication.
@@ -160,7 +174,10 @@ impl Session {
         }
     }
 
-    /// Whether the session is another broker's: every tenant's traffic.
+    /// Whether the session is another broker's, authenticated with its controller
+    /// credential: every tenant's traffic, and the only caller of the inter-broker APIs
+    /// (a follower's Fetch and OffsetForLeaderEpoch, WriteTxnMarkers, AddPartitionsToTxn's
+    /// verification), whatever the listener.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(&*self.state.lock(), SaslState::Authenticated(who) if who.trusted && who.tenant.is_none())
     }
@@ -207,6 +224,8 @@ pub enum SaslError {
     OtherTenant { found: String, serves: String },
     #[error("authentication failed: a user here is named USER@TENANT")]
     NoTenant,
+    #[error("authentication failed: this listener authenticates the cluster's brokers only")]
+    BrokersOnly,
     #[error("re-authentication must keep the principal {0}")]
     PrincipalChanged(Principal),
     #[error("authentication failed during SCRAM: {0}")]
@@ -224,6 +243,7 @@ impl SaslError {
             Self::Rationed => "rationed",
             Self::BadToken(_) => "bad_token",
             Self::OtherTenant { .. } | Self::NoTenant => "wrong_tenant",
+            Self::BrokersOnly => "brokers_only",
             Self::PrincipalChanged(_) => "principal_changed",
             Self::Scram(_) => "bad_credentials",
         }
@@ -293,6 +313,12 @@ pub(crate) async fn authenticate_token(
             .ok_or_else(|| SaslError::BadToken(format!("the {name} claim is not a name")))
     };
     let found = text(&oauth.tenant_claim)?;
+    if !skein_auth::is_tenant_name(found) {
+        return Err(SaslError::BadToken(format!(
+            "the {} claim is not a tenant name",
+            oauth.tenant_claim
+        )));
+    }
     if let Some(serves) = tenant.filter(|serves| *serves != found) {
         return Err(SaslError::OtherTenant {
             found: found.to_owned(),

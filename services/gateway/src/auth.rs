@@ -179,8 +179,18 @@ impl Authenticator {
                     )
                 })
         };
+        let tenant = text(&self.config.tenant_claim)?;
+        if !skein_auth::is_tenant_name(&tenant) {
+            return Err((
+                GatewayError::Unauthenticated(format!(
+                    "the token's {} claim is not a tenant name",
+                    self.config.tenant_claim
+                )),
+                "missing_claim",
+            ));
+        }
         Ok(Caller {
-            tenant: text(&self.config.tenant_claim)?,
+            tenant,
             name: text("sub")?,
             expires_at: expiry(&claims),
             api_key: None,

@@ -484,6 +484,7 @@ fn the_controller_process_refuses_callers_outside_their_credential() {
                 "broker",
                 "--tenant",
                 "*",
+                "--any-node",
                 "--secret-file",
             ])
             .arg(secret.path())

@@ -16,47 +16,6 @@ use common::admin::{issue_api_key, new_principal, TOPICS_AND_GROUPS};
 use common::processes::*;
 use common::sasl_acls;
 
-/// Brokers replicate over INTERNAL (SASL_PLAINTEXT, their controller credentials); clients
-/// come to the SASL_PLAINTEXT listener.
-const LISTENERS: &str = "INTERNAL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0";
-
-/// A broker serving every tenant, node `node`, on `listeners` (INTERNAL the inter-broker
-/// one, SASL_PLAINTEXT).
-fn every_tenant_broker(
-    controller: &str,
-    data: &std::path::Path,
-    node: i32,
-    listeners: &str,
-) -> Command {
-    every_tenant_broker_with(controller, data, node, listeners, "INTERNAL:SASL_PLAINTEXT")
-}
-
-/// [`every_tenant_broker`] with the listener security protocol map `map`.
-fn every_tenant_broker_with(
-    controller: &str,
-    data: &std::path::Path,
-    node: i32,
-    listeners: &str,
-    map: &str,
-) -> Command {
-    let mut command = Command::new(SKEIN);
-    command
-        .args(["broker", "--control-plane", controller])
-        .env(
-            "SKEIN_CONTROLLER_TOKEN_FILE",
-            controller_token_file("broker", &["*"]),
-        )
-        .env("SKEIN_BROKER_NODE_ID", node.to_string())
-        .args(["--heartbeat-interval-secs", "1", "--listeners", listeners])
-        .args(["--listener-security-protocol-map", map])
-        .arg("--data-dir")
-        .arg(data);
-    if listeners.contains("INTERNAL://") {
-        command.args(["--inter-broker-listener-name", "INTERNAL"]);
-    }
-    command
-}
-
 #[test]
 fn two_tenants_on_one_listener_each_see_only_their_own() {
     let python = python();
@@ -102,7 +61,7 @@ fn two_tenants_on_one_listener_each_see_only_their_own() {
         &controller,
         data.path(),
         1,
-        LISTENERS,
+        EVERY_TENANT_LISTENERS,
     ));
     assert!(
         broker.first_line.contains("serving every tenant"),
@@ -331,7 +290,7 @@ fn brokers_serving_every_tenant_authenticate_each_other() {
                 &controller,
                 dirs[node - 1].path(),
                 node as i32,
-                LISTENERS,
+                EVERY_TENANT_LISTENERS,
             ))
         })
         .collect();
@@ -392,6 +351,7 @@ fn brokers_serving_every_tenant_authenticate_each_other() {
             "broker",
             "--tenant",
             "*",
+            "--any-node",
             "--secret-file",
         ])
         .arg(forged_secret.path())
@@ -448,8 +408,13 @@ fn brokers_serving_every_tenant_replicate_over_sasl_ssl() {
     common::tls::certificates(certs.path(), "stranger");
     let path = |name: &str| certs.path().join(name).to_str().unwrap().to_owned();
     let broker = |node: i32, data: &std::path::Path, trusted: &str| {
-        let mut command =
-            every_tenant_broker_with(&controller, data, node, LISTENERS, "INTERNAL:SASL_SSL");
+        let mut command = every_tenant_broker_with(
+            &controller,
+            data,
+            node,
+            EVERY_TENANT_LISTENERS,
+            "INTERNAL:SASL_SSL",
+        );
         // A follower that cannot fetch leaves the ISR within seconds.
         command.env("SKEIN_BROKER_REPLICA_LAG_TIME_MAX_MS", "3000");
         command.args([

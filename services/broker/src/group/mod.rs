@@ -2,6 +2,7 @@
 
 mod coordinator;
 mod offsets;
+pub mod offsets_record;
 mod tenant_groups;
 
 pub(crate) use coordinator::{Coordinator, GroupState, JoinRequest};

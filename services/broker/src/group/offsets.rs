@@ -1,12 +1,6 @@
 //! Committed offsets: in memory for reads, and in the compacted internal topic
-//! `__consumer_offsets` so they survive a restart. Records use Kafka's own layout:
-//!
-//! ```text
-//! key   = version: i16 (1) | group: string | topic: string | partition: i32
-//! value = version: i16 (3) | offset: i64 | leader_epoch: i32 | metadata: string
-//!         | commit_timestamp: i64                        (null value: offset deleted)
-//! ```
-//! where `string` is an i16 length and UTF-8 bytes.
+//! `__consumer_offsets` so they survive a restart, in Kafka's own record layout
+//! ([`super::offsets_record`]).
 //!
 //! A broker on its own keeps the topic in a local log. In a cluster it is a replicated
 //! topic like any other (partition 0, made by the controller), and the broker leading that
@@ -33,15 +27,10 @@ pub(crate) const TOPIC: &str = "__consumer_offsets";
 /// How long a commit waits for the in-sync replicas (Kafka's `offsets.commit.timeout.ms`).
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One committed offset.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Committed {
-    pub(crate) offset: i64,
-    pub(crate) leader_epoch: i32,
-    pub(crate) metadata: String,
-}
-
-type Key = (String, String, i32);
+pub(crate) use super::offsets_record::Committed;
+use super::offsets_record::{
+    decode_key, decode_value, encode_key, encode_value, Key, OffsetsRecordError,
+};
 
 /// A producer's epoch and the offsets it committed in its open transaction, each with the
 /// log offset of its record.
@@ -61,6 +50,16 @@ pub(crate) enum OffsetStoreError {
     Log(#[from] LogError),
     #[error("encoding the offsets batch: {0}")]
     Batch(#[from] skein_log::batch::BatchError),
+    /// A commit whose record cannot be written as it is (a string over an i16's length).
+    #[error(transparent)]
+    Record(#[from] OffsetsRecordError),
+    /// A record of the offsets log that does not read: the log is not loaded rather than
+    /// loaded without it (a commit read as a deletion would be lost silently).
+    #[error("the offsets record at offset {offset} does not read: {error}")]
+    Undecodable {
+        offset: i64,
+        error: OffsetsRecordError,
+    },
     /// A transactional producer whose epoch a later one replaced.
     #[error("the producer was fenced by a newer epoch")]
     Fenced,
@@ -76,7 +75,9 @@ impl OffsetStoreError {
         match self {
             Self::NotCoordinator => ResponseError::NotCoordinator,
             Self::NotAvailable(_) => ResponseError::CoordinatorNotAvailable,
-            Self::Log(_) | Self::Batch(_) => ResponseError::UnknownServerError,
+            Self::Log(_) | Self::Batch(_) | Self::Record(_) | Self::Undecodable { .. } => {
+                ResponseError::UnknownServerError
+            }
             Self::Fenced => ResponseError::ProducerFenced,
             Self::NotInTransaction => ResponseError::InvalidTxnState,
         }
@@ -241,7 +242,9 @@ impl OffsetStore {
     ) -> Result<(), OffsetStoreError> {
         let entries = commits
             .iter()
-            .map(|(t, p, c)| ((t.clone(), *p), Some(encode_value(c, now_ms))));
+            .map(|(t, p, c)| Ok(((t.clone(), *p), Some(encode_value(c, now_ms)?))))
+            .collect::<Result<Vec<_>, OffsetsRecordError>>()?
+            .into_iter();
         let Some((epoch, base)) = self.write(replicas, group, entries, now_ms, None).await? else {
             return Ok(());
         };
@@ -349,7 +352,9 @@ impl OffsetStore {
         let (producer_id, producer_epoch) = producer;
         let entries = commits
             .iter()
-            .map(|(t, p, c)| ((t.clone(), *p), Some(encode_value(c, now_ms))));
+            .map(|(t, p, c)| Ok(((t.clone(), *p), Some(encode_value(c, now_ms)?))))
+            .collect::<Result<Vec<_>, OffsetsRecordError>>()?
+            .into_iter();
         let Some(mut batch) = encode_batch(group, entries, now_ms, Some(producer))? else {
             return Ok(());
         };
@@ -604,7 +609,7 @@ fn encode_batch(
 ) -> Result<Option<Vec<u8>>, OffsetStoreError> {
     let mut writer = BatchWriter::new();
     for ((topic, partition), value) in entries {
-        let key = encode_key(group, &topic, partition);
+        let key = encode_key(group, &topic, partition)?;
         writer.push(now_ms, Some(&key), value.as_deref(), &[]);
     }
     if writer.is_empty() {
@@ -659,12 +664,11 @@ fn replay(log: &Log) -> Result<State, OffsetStoreError> {
                 for record in decoded.iter() {
                     let record = record?;
                     let at = header.base_offset + i64::from(record.offset_delta);
-                    let (Some(key), Some(value)) = (
-                        record.key.and_then(decode_key),
-                        record.value.and_then(decode_value),
-                    ) else {
-                        continue;
-                    };
+                    let undecodable = |error| OffsetStoreError::Undecodable { offset: at, error };
+                    let key = decode_key(record.key.unwrap_or_default()).map_err(undecodable)?;
+                    // A transaction commits offsets, never deletes them.
+                    let value =
+                        decode_value(record.value.unwrap_or_default()).map_err(undecodable)?;
                     commits.push((key, value, at));
                 }
                 let pending = state
@@ -686,10 +690,15 @@ fn replay(log: &Log) -> Result<State, OffsetStoreError> {
             for record in decoded.iter() {
                 let record = record?;
                 let at = decoded.header.base_offset + i64::from(record.offset_delta);
-                let Some(key) = record.key.and_then(decode_key) else {
-                    continue;
-                };
-                match record.value.and_then(decode_value) {
+                let undecodable = |error| OffsetStoreError::Undecodable { offset: at, error };
+                let key = decode_key(record.key.unwrap_or_default()).map_err(undecodable)?;
+                // A null value deletes; any other must read as a commit.
+                match record
+                    .value
+                    .map(decode_value)
+                    .transpose()
+                    .map_err(undecodable)?
+                {
                     Some(value) => {
                         let when = decoded.timestamp_of(&record);
                         let last = state.last_commit.entry(key.0.clone()).or_insert(when);
@@ -708,101 +717,193 @@ fn replay(log: &Log) -> Result<State, OffsetStoreError> {
     Ok(state)
 }
 
-fn put_string(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as i16).to_be_bytes());
-    out.extend_from_slice(s.as_bytes());
-}
-
-fn take<'a>(buf: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    if buf.len() < n {
-        return None;
-    }
-    let (head, tail) = buf.split_at(n);
-    *buf = tail;
-    Some(head)
-}
-
-fn get_i16(buf: &mut &[u8]) -> Option<i16> {
-    take(buf, 2).map(|b| i16::from_be_bytes([b[0], b[1]]))
-}
-
-fn get_i32(buf: &mut &[u8]) -> Option<i32> {
-    take(buf, 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-fn get_i64(buf: &mut &[u8]) -> Option<i64> {
-    take(buf, 8).map(|b| {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        i64::from_be_bytes(a)
-    })
-}
-
-fn get_string(buf: &mut &[u8]) -> Option<String> {
-    let len = usize::try_from(get_i16(buf)?).ok()?;
-    String::from_utf8(take(buf, len)?.to_vec()).ok()
-}
-
-fn encode_key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + group.len() + topic.len());
-    out.extend_from_slice(&1i16.to_be_bytes());
-    put_string(&mut out, group);
-    put_string(&mut out, topic);
-    out.extend_from_slice(&partition.to_be_bytes());
-    out
-}
-
-fn decode_key(mut buf: &[u8]) -> Option<Key> {
-    let version = get_i16(&mut buf)?;
-    if !(0..=1).contains(&version) {
-        return None;
-    }
-    Some((
-        get_string(&mut buf)?,
-        get_string(&mut buf)?,
-        get_i32(&mut buf)?,
-    ))
-}
-
-fn encode_value(c: &Committed, now_ms: i64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32 + c.metadata.len());
-    out.extend_from_slice(&3i16.to_be_bytes());
-    out.extend_from_slice(&c.offset.to_be_bytes());
-    out.extend_from_slice(&c.leader_epoch.to_be_bytes());
-    put_string(&mut out, &c.metadata);
-    out.extend_from_slice(&now_ms.to_be_bytes());
-    out
-}
-
-fn decode_value(mut buf: &[u8]) -> Option<Committed> {
-    let version = get_i16(&mut buf)?;
-    if version != 3 {
-        return None;
-    }
-    let offset = get_i64(&mut buf)?;
-    let leader_epoch = get_i32(&mut buf)?;
-    let metadata = get_string(&mut buf)?;
-    Some(Committed {
-        offset,
-        leader_epoch,
-        metadata,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use crate::config::BrokerConfig;
+    use crate::topics::TopicRegistry;
+
+    /// Group ids as clients may choose them: short, non-ASCII, and as long as allowed.
+    fn group_of(index: usize) -> String {
+        match index {
+            0 => "payroll".to_owned(),
+            1 => "ünïcödé-group".to_owned(),
+            2 => "g".repeat(crate::limits::MAX_GROUP_ID_BYTES),
+            _ => format!("group-{index}"),
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Commit {
+            group: usize,
+            topic: usize,
+            partition: i32,
+            offset: i64,
+            metadata: usize,
+        },
+        Delete {
+            group: usize,
+            topic: usize,
+            partition: i32,
+        },
+        /// Every offset of the group goes, as when its offsets expire.
+        Expire { group: usize },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..4usize, 0..2usize, 0..3i32, any::<i64>(), 0..=crate::limits::OFFSET_METADATA_MAX_BYTES)
+                .prop_map(|(group, topic, partition, offset, metadata)| Op::Commit {
+                    group, topic, partition, offset, metadata
+                }),
+            1 => (0..4usize, 0..2usize, 0..3i32)
+                .prop_map(|(group, topic, partition)| Op::Delete { group, topic, partition }),
+            1 => (0..4usize).prop_map(|group| Op::Expire { group }),
+        ]
+    }
+
+    /// Opens the broker's logs in `dir` and the local offsets store over them.
+    fn open(dir: &std::path::Path) -> (ReplicaManager, OffsetStore) {
+        let topics = Arc::new(TopicRegistry::open(dir).unwrap());
+        let replicas = ReplicaManager::open(&BrokerConfig::new(dir), topics).unwrap();
+        let store = OffsetStore::open(replicas.logs()).unwrap();
+        (replicas, store)
+    }
+
+    type Model = BTreeMap<(String, String, i32), Committed>;
+
+    fn apply(
+        runtime: &tokio::runtime::Runtime,
+        replicas: &ReplicaManager,
+        store: &OffsetStore,
+        model: &mut Model,
+        op: &Op,
+    ) {
+        let topics = ["orders", "secret"];
+        match op {
+            Op::Commit {
+                group,
+                topic,
+                partition,
+                offset,
+                metadata,
+            } => {
+                let group = group_of(*group);
+                let committed = Committed {
+                    offset: *offset,
+                    leader_epoch: -1,
+                    metadata: "m".repeat(*metadata),
+                };
+                let commits = [(topics[*topic].to_owned(), *partition, committed.clone())];
+                runtime
+                    .block_on(store.commit(replicas, &group, &commits, 1))
+                    .unwrap();
+                model.insert((group, topics[*topic].to_owned(), *partition), committed);
+            }
+            Op::Delete {
+                group,
+                topic,
+                partition,
+            } => {
+                let group = group_of(*group);
+                let keys = [(topics[*topic].to_owned(), *partition)];
+                runtime
+                    .block_on(store.delete(replicas, &group, &keys, 1))
+                    .unwrap();
+                model.remove(&(group, topics[*topic].to_owned(), *partition));
+            }
+            Op::Expire { group } => {
+                let group = group_of(*group);
+                let keys: Vec<(String, i32)> = store
+                    .all(&group)
+                    .into_iter()
+                    .map(|(t, p, _)| (t, p))
+                    .collect();
+                runtime
+                    .block_on(store.delete(replicas, &group, &keys, 1))
+                    .unwrap();
+                model.retain(|(g, _, _), _| *g != group);
+            }
+        }
+    }
+
+    fn held(store: &OffsetStore) -> Model {
+        (0..4)
+            .map(group_of)
+            .flat_map(|group| {
+                store
+                    .all(&group)
+                    .into_iter()
+                    .map(move |(t, p, c)| ((group.clone(), t, p), c))
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Whatever commits, deletions and expiries were acknowledged, a restart reloads
+        /// exactly them, each under the key it was written with.
+        #[test]
+        fn a_reload_rebuilds_exactly_what_was_acknowledged(ops in proptest::collection::vec(op(), 1..40)) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let mut model = Model::new();
+            {
+                let (replicas, store) = open(dir.path());
+                for op in &ops {
+                    apply(&runtime, &replicas, &store, &mut model, op);
+                }
+                prop_assert_eq!(held(&store), model.clone());
+            }
+            let (_replicas, store) = open(dir.path());
+            prop_assert_eq!(held(&store), model);
+        }
+    }
 
     #[test]
-    fn keys_and_values_round_trip() {
-        let key = encode_key("g", "orders", 7);
-        assert_eq!(decode_key(&key), Some(("g".into(), "orders".into(), 7)));
-        let c = Committed {
-            offset: 42,
-            leader_epoch: 3,
-            metadata: "meta".into(),
-        };
-        assert_eq!(decode_value(&encode_value(&c, 1)), Some(c));
-        assert_eq!(decode_key(&key[..5]), None);
+    fn an_offsets_record_that_does_not_read_stops_the_load_instead_of_deleting() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        {
+            let (replicas, store) = open(dir.path());
+            let commits = [(
+                "orders".to_owned(),
+                0,
+                Committed {
+                    offset: 5,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                },
+            )];
+            runtime
+                .block_on(store.commit(&replicas, "payroll", &commits, 1))
+                .unwrap();
+            // A record whose value is not a commit (a future encoding, or damage).
+            let key = encode_key("payroll", "orders", 0).unwrap();
+            let mut writer = BatchWriter::new();
+            writer.push(2, Some(&key), Some(b"\x00\x09garbage"), &[]);
+            let mut batch = writer
+                .finish(Compression::None, ProducerFields::NONE)
+                .unwrap();
+            let log = replicas
+                .logs()
+                .get_or_create(&TopicPartition::new(TOPIC, 0), None)
+                .unwrap();
+            log.write().append(&mut batch, 0).unwrap();
+        }
+        let topics = Arc::new(TopicRegistry::open(dir.path()).unwrap());
+        let replicas = ReplicaManager::open(&BrokerConfig::new(dir.path()), topics).unwrap();
+        let error = OffsetStore::open(replicas.logs()).unwrap_err();
+        assert!(error.to_string().contains("does not read"), "{error}");
     }
 }

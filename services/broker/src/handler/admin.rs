@@ -177,6 +177,9 @@ async fn create_topic(
     if let Err(e) = skein_log::topic_config::settings(&broker.replicas.defaults(), &overrides) {
         return refuse(ResponseError::InvalidConfig, e.to_string());
     }
+    if let Some(message) = broker.config.client_topic_floors.refusal(&overrides) {
+        return refuse(ResponseError::PolicyViolation, message);
+    }
     if validate_only {
         // The controller decides for real; this answers from the last snapshot.
         if let Some(message) = over_partitions_quota(call, i64::from(partitions)) {

@@ -10,6 +10,7 @@ use crate::authz::Access;
 use kafka_protocol::messages::ApiKey;
 
 use crate::router::{Api, Call};
+use crate::scope::Scope;
 
 use std::collections::BTreeMap;
 
@@ -136,6 +137,9 @@ fn entries(
         .collect()
 }
 
+/// Broker settings a tenant of a broker serving every tenant is not shown.
+const CLUSTER_ONLY: &[&str] = &["advertised.listeners", "log.dirs"];
+
 /// The broker's settings as (Kafka name, value, type), topic defaults included.
 fn broker_settings(
     config: &BrokerConfig,
@@ -229,6 +233,7 @@ fn broker_settings(
 /// cluster-wide dynamic defaults, of which there are none.
 fn broker_entries(
     broker: &Broker,
+    scope: &Scope,
     resource_name: &str,
     wanted: Option<&Vec<StrBytes>>,
 ) -> Result<Vec<DescribeConfigsResourceResult>, String> {
@@ -255,6 +260,9 @@ fn broker_entries(
     let entries = broker_settings(&broker.config, &broker.replicas.defaults())
         .into_iter()
         .filter(|(name, _, _)| wanted.is_none_or(|w| w.iter().any(|k| k.as_str() == *name)))
+        // A tenant of a broker serving every tenant is not shown where the broker keeps its
+        // files or the address brokers reach it at: those are the cluster's.
+        .filter(|(name, _, _)| scope.tenant().is_none() || !CLUSTER_ONLY.contains(name))
         .map(|(name, value, kind)| {
             let live = match name {
                 LEADER_RATE => Some(rate(broker.leader_throttle.rate())),
@@ -337,6 +345,7 @@ pub(crate) fn describe(
                 },
                 BROKER => match broker_entries(
                     broker,
+                    &call.scope,
                     resource.resource_name.as_str(),
                     resource.configuration_keys.as_ref(),
                 ) {
@@ -545,6 +554,9 @@ async fn store_overrides(
     let broker = call.broker;
     topic_config::settings(&broker.replicas.defaults(), &overrides)
         .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
+    if let Some(message) = broker.config.client_topic_floors.refusal(&overrides) {
+        return Err((ResponseError::PolicyViolation, message));
+    }
     if validate_only {
         return Ok(());
     }

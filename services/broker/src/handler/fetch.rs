@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::partition_error_code;
-use crate::fetch_session::{FetchTarget, SessionOutcome};
+use crate::fetch_session::{FetchTarget, SessionOutcome, SessionOwner};
 use crate::quota::Metered;
 use crate::replica::{Isolation, PartitionError, ReadLimit};
 use crate::router::{Api, Call};
@@ -46,6 +46,17 @@ fn follower_of(request: &FetchRequest) -> Option<i32> {
 pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchResponse {
     let (broker, access, version, scope) = (call.broker, call.access(), call.version, &call.scope);
     let follower = follower_of(&request);
+    // A follower's fetch comes from another broker or is refused whole, before any session
+    // is opened, changed or closed.
+    if follower.is_some() && !call.is_from_broker() {
+        return FetchResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
+    let owner = SessionOwner {
+        scope: scope.clone(),
+        principal: call.session.principal().map(|p| p.to_string()),
+        follower,
+    };
     // Targets carry the names the broker keeps. From v13 topics are named by id, looked up
     // among the scope's own topics; an unknown id resolves to no name. A follower fetches
     // the internal topics too.
@@ -87,12 +98,12 @@ pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchRespo
     let (session_id, targets, incremental) = if version < 7 || request.session_epoch == FINAL_EPOCH
     {
         if version >= 7 && request.session_id != 0 {
-            broker.fetch_sessions.close(scope, request.session_id);
+            broker.fetch_sessions.close(&owner, request.session_id);
         }
         (0, requested, false)
     } else {
         match broker.fetch_sessions.update(
-            scope,
+            &owner,
             request.session_id,
             request.session_epoch,
             requested,
@@ -111,15 +122,15 @@ pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchRespo
     let mut named: Vec<&str> = targets.iter().map(|t| t.topic.as_str()).collect();
     named.sort_unstable();
     named.dedup();
-    // A consumer needs READ on each topic; a follower CLUSTER_ACTION on the cluster, and on a
-    // broker serving every tenant, the cluster's own connection: a tenant's client is no
-    // replica of anything.
-    let replica_allowed = follower.is_none()
-        || (access.cluster(Operation::ClusterAction) && scope.tenant().is_none());
+    // A consumer needs READ on each topic, and a name outside its scope (another tenant's)
+    // is never its own; a follower (another broker, checked above) reads every topic.
     let denied: HashSet<String> = named
         .iter()
         .filter(|name| {
-            !replica_allowed || !access.topic(Operation::Read, scope.strip(name).unwrap_or(name))
+            follower.is_none()
+                && scope
+                    .strip(name)
+                    .is_none_or(|own| !access.topic(Operation::Read, own))
         })
         .map(|name| (*name).to_owned())
         .collect();

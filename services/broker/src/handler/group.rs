@@ -152,13 +152,25 @@ pub(crate) async fn join_group(
     } else {
         session
     };
+    // A member id the broker made is far shorter; an instance id is the client's own.
+    let max = crate::limits::MAX_MEMBER_ID_BYTES;
+    if request.member_id.len() > max
+        || request
+            .group_instance_id
+            .as_ref()
+            .is_some_and(|id| id.len() > max)
+    {
+        return JoinGroupResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_generation_id(-1);
+    }
     let outcome = tenant
         .coordinator()
         .join(JoinRequest {
             group_id: request.group_id.0.as_str().to_owned(),
             member_id: request.member_id.as_str().to_owned(),
             instance_id: request.group_instance_id.map(|i| i.as_str().to_owned()),
-            client_id: client_id.to_owned(),
+            client_id: crate::limits::cut(client_id, crate::limits::MAX_CLIENT_ID_BYTES).to_owned(),
             client_host: client_host.to_owned(),
             session_timeout: session,
             rebalance_timeout: rebalance,
@@ -302,8 +314,12 @@ pub(crate) async fn offset_commit(
             .partitions
             .iter()
             .map(|p| {
+                let metadata = p.committed_metadata.as_ref().map_or("", |m| m.as_str());
                 let code = match (&allowed, &known) {
                     (Err(e), _) => e.code(),
+                    (Ok(()), _) if metadata.len() > crate::limits::OFFSET_METADATA_MAX_BYTES => {
+                        ResponseError::OffsetMetadataTooLarge.code()
+                    }
                     (Ok(()), Some(info))
                         if p.partition_index >= 0 && p.partition_index < info.partitions =>
                     {
@@ -317,11 +333,7 @@ pub(crate) async fn offset_commit(
                                 } else {
                                     -1
                                 },
-                                metadata: p
-                                    .committed_metadata
-                                    .as_ref()
-                                    .map(|m| m.as_str().to_owned())
-                                    .unwrap_or_default(),
+                                metadata: metadata.to_owned(),
                             },
                         ));
                         0
@@ -703,8 +715,10 @@ pub(crate) async fn offset_delete(
 /// GROUP_AUTHORIZATION_FAILED's code unless the principal may READ `group` (what joining,
 /// syncing, heartbeats, leaving and commits need).
 fn group_refusal(call: &Call<'_>, group: &str) -> Option<i16> {
-    (!call.access().group(Operation::Read, group))
-        .then(|| ResponseError::GroupAuthorizationFailed.code())
+    if !call.access().group(Operation::Read, group) {
+        return Some(ResponseError::GroupAuthorizationFailed.code());
+    }
+    (!crate::limits::valid_group_id(group)).then(|| ResponseError::InvalidGroupId.code())
 }
 
 /// A refusal's code, or else whether this broker coordinates the groups.

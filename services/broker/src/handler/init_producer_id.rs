@@ -32,6 +32,9 @@ pub(crate) async fn handle(
         None if !access.may_write_idempotently() => {
             return refused(ResponseError::ClusterAuthorizationFailed);
         }
+        Some(id) if id.len() > crate::limits::MAX_TRANSACTIONAL_ID_BYTES => {
+            return refused(ResponseError::InvalidRequest);
+        }
         _ => {}
     }
     if let Some(id) = &request.transactional_id {

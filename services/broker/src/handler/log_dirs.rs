@@ -15,6 +15,9 @@ use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest, DescribeLogDirsRe
 use kafka_protocol::protocol::StrBytes;
 use skein_log::TopicPartition;
 
+/// The log directory's name as a tenant of a broker serving every tenant is told it.
+const TENANT_LOG_DIR: &str = "logs";
+
 /// Kafka's value for a volume size that could not be read.
 const UNKNOWN_BYTES: i64 = -1;
 
@@ -92,7 +95,11 @@ pub(crate) fn describe_log_dirs(
         })
         .collect();
     DescribeLogDirsResponse::default().with_results(vec![DescribeLogDirsResult::default()
-        .with_log_dir(StrBytes::from_string(dir.display().to_string()))
+        .with_log_dir(StrBytes::from_string(match scope.tenant() {
+            // A tenant of a broker serving every tenant is not shown the broker's paths.
+            Some(_) => TENANT_LOG_DIR.to_owned(),
+            None => dir.display().to_string(),
+        }))
         .with_topics(topics)
         .with_total_bytes(total)
         .with_usable_bytes(usable)])

@@ -23,10 +23,8 @@ pub(crate) fn handle(
 ) -> OffsetForLeaderEpochResponse {
     let (broker, access, scope) = (call.broker, call.access(), &call.scope);
     let replica = request.replica_id.0;
-    // A consumer needs DESCRIBE on the topic; another broker CLUSTER_ACTION on the cluster,
-    // and on a broker serving every tenant, the cluster's own connection.
-    let replica_allowed =
-        replica < 0 || (access.cluster(Operation::ClusterAction) && scope.tenant().is_none());
+    // A consumer needs DESCRIBE on the topic; a follower must be another broker.
+    let replica_allowed = replica < 0 || call.is_from_broker();
     let topics = request
         .topics
         .into_iter()

@@ -5,7 +5,9 @@
 //! v1 the token travels inside SaslAuthenticate (KIP-152); after v0 it comes as a bare frame,
 //! which the connection hands to [`crate::connection`]'s raw path (PLAIN only). An
 //! authenticated client may handshake again to re-authenticate (KIP-368), as the same
-//! principal.
+//! principal. A listener without SASL (PLAINTEXT, SSL) takes a SASL exchange from another
+//! broker alone, presenting its controller credential: that is how a broker proves itself
+//! there before the inter-broker APIs.
 
 use kafka_protocol::messages::{
     ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
@@ -63,8 +65,16 @@ impl Api for SaslHandshake {
             }
             _ => Err(()),
         };
+        // A listener without SASL takes one exchange: another broker of the cluster proving
+        // it is one with its controller credential (PLAIN, in SaslAuthenticate), so that
+        // the inter-broker APIs are served to brokers alone on any listener.
+        let open_listener = !session.listener.protocol.requires_sasl();
         let previous = match previous {
-            Ok(previous) if session.listener.protocol.requires_sasl() => previous,
+            Ok(previous)
+                if !open_listener || (call.version >= 1 && request.mechanism.as_str() == PLAIN) =>
+            {
+                previous
+            }
             _ => {
                 session.set_state(SaslState::Failed);
                 return answer(Some(ResponseError::IllegalSaslState));
@@ -177,6 +187,12 @@ impl Api for SaslAuthenticate {
             authenticate_token(call.broker, &request.auth_bytes).await
         } else {
             match parse_plain(&request.auth_bytes) {
+                Ok(credentials)
+                    if !session.listener.protocol.requires_sasl()
+                        && credentials.key_id != crate::sasl::BROKER_USER =>
+                {
+                    Err(SaslError::BrokersOnly)
+                }
                 Ok(credentials) => call.broker.authenticate(&credentials).await,
                 Err(e) => Err(e),
             }

@@ -154,7 +154,7 @@ async fn verify_partitions(
     request: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
     let broker = call.broker;
-    let allowed = call.access().cluster(Operation::ClusterAction) && call.scope.tenant().is_none();
+    let allowed = call.is_from_broker();
     let mut results = Vec::new();
     for txn in request.transactions {
         let mut topic_results = Vec::new();
@@ -303,6 +303,9 @@ pub(crate) async fn txn_offset_commit(
     if !access.group(Operation::Read, group) {
         return every(ResponseError::GroupAuthorizationFailed.code());
     }
+    if !crate::limits::valid_group_id(group) {
+        return every(ResponseError::InvalidGroupId.code());
+    }
     let groups = broker.groups_of(&call.scope);
     if let Err(e) = broker.coordinate(&call.scope, &groups).await {
         return every(e.code().code());
@@ -317,8 +320,12 @@ pub(crate) async fn txn_offset_commit(
             .partitions
             .iter()
             .map(|p| {
+                let metadata = p.committed_metadata.as_ref().map_or("", |m| m.as_str());
                 let code = match &known {
                     _ if !readable => ResponseError::TopicAuthorizationFailed.code(),
+                    _ if metadata.len() > crate::limits::OFFSET_METADATA_MAX_BYTES => {
+                        ResponseError::OffsetMetadataTooLarge.code()
+                    }
                     Some(info) if p.partition_index >= 0 && p.partition_index < info.partitions => {
                         commits.push((
                             name.to_owned(),
@@ -330,11 +337,7 @@ pub(crate) async fn txn_offset_commit(
                                 } else {
                                     -1
                                 },
-                                metadata: p
-                                    .committed_metadata
-                                    .as_ref()
-                                    .map(|m| m.as_str().to_owned())
-                                    .unwrap_or_default(),
+                                metadata: metadata.to_owned(),
                             },
                         ));
                         0
@@ -423,8 +426,8 @@ pub(crate) async fn write_markers(
     request: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
     let broker = call.broker;
-    // As a follower's fetch: the cluster's own connection, never a tenant's client.
-    let allowed = call.access().cluster(Operation::ClusterAction) && call.scope.tenant().is_none();
+    // As a follower's fetch: another broker, never a client.
+    let allowed = call.is_from_broker();
     let mut results = Vec::new();
     for marker in request.markers {
         let producer = (marker.producer_id.0, marker.producer_epoch);

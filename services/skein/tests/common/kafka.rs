@@ -64,6 +64,60 @@ impl RawKafka {
         Resp::decode(&mut body, version).unwrap()
     }
 
+    /// Authenticates with SASL/PLAIN as `username` (an API key id) with `password`; answers
+    /// SaslAuthenticate's error code.
+    pub fn authenticate(&mut self, username: &str, password: &str) -> i16 {
+        use kafka_protocol::messages::{
+            SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+            SaslHandshakeResponse,
+        };
+        let handshake: SaslHandshakeResponse = self.call(
+            ApiKey::SaslHandshake,
+            1,
+            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        );
+        if handshake.error_code != 0 {
+            return handshake.error_code;
+        }
+        let token = format!("\0{username}\0{password}");
+        let answer: SaslAuthenticateResponse = self.call(
+            ApiKey::SaslAuthenticate,
+            2,
+            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token.into_bytes())),
+        );
+        answer.error_code
+    }
+
+    /// Commits `offset` for `group` (as a client outside the group's generation, as an
+    /// admin tool does) on one partition, with `metadata`; answers the partition's error.
+    pub fn offset_commit(
+        &mut self,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        metadata: &str,
+    ) -> i16 {
+        use kafka_protocol::messages::offset_commit_request::{
+            OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+        };
+        use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetCommitResponse};
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(StrBytes::from_static_str(""))
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(partition)
+                    .with_committed_offset(offset)
+                    .with_committed_metadata(Some(StrBytes::from_string(
+                        metadata.to_owned(),
+                    )))])]);
+        let response: OffsetCommitResponse = self.call(ApiKey::OffsetCommit, 8, &request);
+        response.topics[0].partitions[0].error_code
+    }
+
     /// Produces `records` (batches as bytes) to one partition with acks=1; answers the
     /// partition's error code.
     pub fn produce(&mut self, topic: &str, partition: i32, records: Vec<u8>) -> i16 {

@@ -43,7 +43,8 @@ pub fn controller_token_file(role: &str, tenants: &[&str]) -> std::path::PathBuf
         command.args(["--tenant", tenant]);
     }
     if role == "broker" {
-        command.arg("--acl-changes");
+        // One credential for every broker of a test.
+        command.args(["--acl-changes", "--any-node"]);
     }
     let out = command.output().unwrap();
     assert!(
@@ -403,4 +404,45 @@ pub fn acme_broker_command(controller: &str, data: &std::path::Path, args: &[&st
 /// [`acme_broker_command`], started.
 pub fn acme_broker(controller: &str, data: &std::path::Path, args: &[&str]) -> Process {
     Process::start(&mut acme_broker_command(controller, data, args))
+}
+
+/// Brokers replicate over INTERNAL (SASL_PLAINTEXT, their controller credentials); clients
+/// come to the SASL_PLAINTEXT listener.
+pub const EVERY_TENANT_LISTENERS: &str = "INTERNAL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0";
+
+/// A broker serving every tenant, node `node`, on `listeners` (INTERNAL the inter-broker
+/// one, SASL_PLAINTEXT).
+pub fn every_tenant_broker(
+    controller: &str,
+    data: &std::path::Path,
+    node: i32,
+    listeners: &str,
+) -> Command {
+    every_tenant_broker_with(controller, data, node, listeners, "INTERNAL:SASL_PLAINTEXT")
+}
+
+/// [`every_tenant_broker`] with the listener security protocol map `map`.
+pub fn every_tenant_broker_with(
+    controller: &str,
+    data: &std::path::Path,
+    node: i32,
+    listeners: &str,
+    map: &str,
+) -> Command {
+    let mut command = Command::new(SKEIN);
+    command
+        .args(["broker", "--control-plane", controller])
+        .env(
+            "SKEIN_CONTROLLER_TOKEN_FILE",
+            controller_token_file("broker", &["*"]),
+        )
+        .env("SKEIN_BROKER_NODE_ID", node.to_string())
+        .args(["--heartbeat-interval-secs", "1", "--listeners", listeners])
+        .args(["--listener-security-protocol-map", map])
+        .arg("--data-dir")
+        .arg(data);
+    if listeners.contains("INTERNAL://") {
+        command.args(["--inter-broker-listener-name", "INTERNAL"]);
+    }
+    command
 }
