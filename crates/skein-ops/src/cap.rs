@@ -7,6 +7,22 @@ use parking_lot::Mutex;
 /// What a label takes once its cap is reached.
 pub const OTHER: &str = "_other";
 
+/// The longest label value, in bytes: a longer one (a client's name for its group, say) is
+/// cut to it, so no single series grows a scrape by what a client chose.
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// `value` cut to at most [`MAX_LABEL_BYTES`], at a character boundary.
+pub fn bounded(value: &str) -> &str {
+    if value.len() <= MAX_LABEL_BYTES {
+        return value;
+    }
+    let mut end = MAX_LABEL_BYTES;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    &value[..end]
+}
+
 /// Keeps at most `limit` distinct values of one label: the first ones seen keep their names,
 /// later ones are counted under [`OTHER`], so no peer can grow a metric family without bound.
 #[derive(Debug)]
@@ -23,8 +39,10 @@ impl LabelCap {
         }
     }
 
-    /// The label value to count `value` under.
+    /// The label value to count `value` under: `value` cut to [`MAX_LABEL_BYTES`] while
+    /// the cap has room, else [`OTHER`].
     pub fn label(&self, value: &str) -> String {
+        let value = bounded(value);
         let mut seen = self.seen.lock();
         if seen.contains(value) {
             return value.to_owned();
@@ -66,5 +84,14 @@ mod tests {
         cap.forget("a");
         assert_eq!(cap.label("c"), "c");
         assert_eq!(cap.label("a"), OTHER);
+    }
+
+    #[test]
+    fn a_long_value_is_cut_to_the_bound_at_a_character() {
+        let cap = LabelCap::new(4);
+        let long = "x".repeat(30_000);
+        assert_eq!(cap.label(&long).len(), MAX_LABEL_BYTES);
+        let accented = format!("{}é", "x".repeat(MAX_LABEL_BYTES - 1));
+        assert_eq!(bounded(&accented), "x".repeat(MAX_LABEL_BYTES - 1));
     }
 }

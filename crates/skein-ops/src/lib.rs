@@ -14,6 +14,6 @@ mod cap;
 mod server;
 pub mod telemetry;
 
-pub use cap::{LabelCap, OTHER};
+pub use cap::{bounded, LabelCap, MAX_LABEL_BYTES, OTHER};
 pub use prometheus_client;
 pub use server::{serve, Ops, Readiness};

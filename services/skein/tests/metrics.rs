@@ -319,6 +319,68 @@ fn metrics_move_by_exactly_what_clients_did() {
 
 /// Over gRPC: ListTopics with the dev token and with a token that is no JWT, and a method
 /// no service has.
+/// One client's group ids cannot grow a scrape without bound: a 30,000-character group id is
+/// refused (INVALID_GROUP_ID) and so is 120 KiB of commit metadata
+/// (OFFSET_METADATA_TOO_LARGE), and the lag series of the longest group ids allowed name them
+/// cut to the label bound.
+#[test]
+fn group_ids_a_client_chooses_grow_a_scrape_by_a_bounded_amount() {
+    let data = tempfile::tempdir().unwrap();
+    let dev = Dev::start_with(data.path(), None, &["--ops-listen", "127.0.0.1:0"]);
+    let ops = ops_of(&dev);
+    dev.create_topic("lagged", 1);
+    let mut kafka = RawKafka::connect(&dev.kafka);
+    let batch = build_batch(
+        &[NewRecord {
+            value: Some(b"one".to_vec()),
+            ..NewRecord::default()
+        }],
+        Compression::None,
+        ProducerFields::NONE,
+    )
+    .unwrap();
+    assert_eq!(kafka.produce("lagged", 0, batch), 0);
+    let before = scrape(&ops).len();
+
+    for i in 0..40 {
+        let huge = format!("{i:02}{}", "g".repeat(30_000));
+        assert_eq!(
+            kafka.offset_commit(&huge, "lagged", 0, 0, ""),
+            24,
+            "INVALID_GROUP_ID"
+        );
+        let group = format!("{i:02}{}", "g".repeat(253));
+        assert_eq!(
+            kafka.offset_commit(&group, "lagged", 0, 0, &"m".repeat(120 * 1024)),
+            12,
+            "OFFSET_METADATA_TOO_LARGE"
+        );
+        assert_eq!(kafka.offset_commit(&group, "lagged", 0, 0, "m"), 0);
+    }
+    let text = eventually(&ops, "forty lag series", |text| {
+        text.lines()
+            .filter(|l| l.starts_with("skein_consumer_group_lag{"))
+            .count()
+            >= 40
+    });
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("skein_consumer_group_lag{"))
+    {
+        let group = line
+            .split("group=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap();
+        assert!(group.len() <= 128, "a group label of {} bytes", group.len());
+    }
+    let grown = text.len().saturating_sub(before);
+    assert!(
+        grown < 40 * 400,
+        "forty groups grew the scrape by {grown} bytes"
+    );
+}
+
 fn grpc_calls(address: &str, token: &str) {
     use skein_proto::gateway as pb;
     use tonic::codegen::http::uri::PathAndQuery;
