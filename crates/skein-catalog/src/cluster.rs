@@ -124,6 +124,18 @@ impl Catalog {
         Ok(updated.rows_affected() == 1)
     }
 
+    /// The registration of node `node_id`, live or not; `None` if it never registered.
+    pub async fn registered_broker(&self, node_id: i32) -> Result<Option<BrokerRegistration>> {
+        let row = sqlx::query(
+            "SELECT node_id, host, port, rack, tenant, advertised_listeners, incarnation, \
+               registered_at, heartbeat_at FROM brokers WHERE node_id = $1",
+        )
+        .bind(i64::from(node_id))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(registration).transpose()
+    }
+
     /// Brokers that heartbeat at or after `since` (ms), by node id.
     pub async fn live_brokers(&self, since: i64) -> Result<Vec<BrokerRegistration>> {
         let rows = sqlx::query(

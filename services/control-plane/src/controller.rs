@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use skein_catalog::{Catalog, CatalogError, NewBroker};
 
-use crate::credentials::{self, ControllerCaller, CredentialVerifier, Role};
+use crate::credentials::{self, ControllerCaller, CredentialError, CredentialVerifier, Role};
 use crate::scram_credentials;
 use crate::topic_ops::{TopicOpError, TopicOps};
 use skein_proto::controller as pb;
@@ -185,6 +185,8 @@ pub struct ControllerService {
     /// Checks the credentials brokers present to each other (AuthenticatePeer): the
     /// verifier callers are checked with, set by [`controller_server`].
     peers: Option<CredentialVerifier>,
+    /// The metadata streams open, per credential.
+    watchers: Arc<crate::watchers::Watchers>,
 }
 
 impl ControllerService {
@@ -196,10 +198,28 @@ impl ControllerService {
             leadership,
             idempotent_ids: Arc::default(),
             peers: None,
+            watchers: Arc::default(),
         }
     }
 
     /// The metadata now; `None` when the catalog changed while it was read.
+    /// Holds a broker's call about node `node` to its credential: the credential's node, if
+    /// it names one, and the tenants of the node's registration. False when the node is not
+    /// registered.
+    async fn require_own_node(&self, caller: &ControllerCaller, node: i32) -> Result<bool, Status> {
+        caller.require_node(node)?;
+        let Some(registration) = self.catalog.registered_broker(node).await.map_err(status)? else {
+            return Ok(false);
+        };
+        caller.require_tenant(
+            registration
+                .tenant
+                .as_deref()
+                .unwrap_or(credentials::ANY_TENANT),
+        )?;
+        Ok(true)
+    }
+
     fn require_active(&self) -> Result<i64, Status> {
         self.leadership.active_epoch().ok_or_else(|| {
             refusal::status(
@@ -417,6 +437,7 @@ impl Controller for ControllerService {
         let broker = request
             .broker
             .ok_or_else(|| Status::invalid_argument("broker is required"))?;
+        caller.require_node(broker.node_id)?;
         // A broker registers only for a tenant its credential covers; one serving every
         // tenant needs a credential for every tenant.
         match broker.tenant.as_deref() {
@@ -483,8 +504,12 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
-        credentials::caller(&request)?.require(Role::Broker)?;
+        let caller = credentials::caller(&request)?;
         let request = request.into_inner();
+        if !self.require_own_node(&caller, request.node_id).await? {
+            // Not registered (any more): the broker registers again.
+            return Ok(Response::new(pb::HeartbeatResponse { registered: false }));
+        }
         let registered = self
             .catalog
             .broker_heartbeat(request.node_id, &request.incarnation)
@@ -687,11 +712,15 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::AllocateProducerIdsRequest>,
     ) -> Result<Response<pb::AllocateProducerIdsResponse>, Status> {
-        credentials::caller(&request)?.require(Role::Broker)?;
+        let caller = credentials::caller(&request)?;
+        let node = request.into_inner().node_id;
+        if !self.require_own_node(&caller, node).await? {
+            return Err(CredentialError::Unregistered(node).into());
+        }
         let size = self.config.producer_id_block;
         let first_id = self
             .catalog
-            .allocate_producer_ids(request.into_inner().node_id, size)
+            .allocate_producer_ids(node, size)
             .await
             .map_err(status)?;
         Ok(Response::new(pb::AllocateProducerIdsResponse {
@@ -704,9 +733,12 @@ impl Controller for ControllerService {
         &self,
         request: Request<pb::ControlledShutdownRequest>,
     ) -> Result<Response<pb::ControlledShutdownResponse>, Status> {
-        credentials::caller(&request)?.require(Role::Broker)?;
-        self.require_active()?;
+        let caller = credentials::caller(&request)?;
         let node = request.into_inner().node_id;
+        if !self.require_own_node(&caller, node).await? {
+            return Err(CredentialError::Unregistered(node).into());
+        }
+        self.require_active()?;
         self.leadership.shutting_down(node);
         let remaining = crate::election::elect_once(&self.catalog, &self.config, &self.leadership)
             .await
@@ -857,6 +889,8 @@ impl Controller for ControllerService {
         caller.require(Role::Broker)?;
         let request = request.into_inner();
         caller.require_tenant(&request.tenant)?;
+        // Only the leader changes its partition's ISR, and a broker speaks for its own node.
+        caller.require_node(request.leader)?;
         let altered = self
             .topics
             .alter_isr(
@@ -1025,9 +1059,18 @@ impl Controller for ControllerService {
     ) -> Result<Response<SnapshotStream>, Status> {
         // A gateway sees every tenant; a broker only the tenants its credential covers.
         let caller = credentials::caller(&request)?;
+        let credential = format!("{}:{}:{:?}", caller.role.name(), caller.name, caller.node);
+        let Some(watching) = self.watchers.open(&credential) else {
+            return Err(Status::resource_exhausted(format!(
+                "the credential {:?} has {} metadata streams open already",
+                caller.name,
+                crate::watchers::MAX_STREAMS_PER_CREDENTIAL
+            )));
+        };
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let service = self.clone();
         tokio::spawn(async move {
+            let _watching = watching;
             let mut last: Option<pb::MetadataSnapshot> = None;
             let mut version = 0i64;
             loop {

@@ -5,7 +5,10 @@
 //! - A **broker** credential names the tenants it may serve: it registers only for them,
 //!   changes only their topics, watches only their metadata, and changes their ACLs only if
 //!   the credential says so (`acl_changes`), which is for brokers whose Kafka clients may
-//!   change ACLs.
+//!   change ACLs. It names the broker's node id too (`node`), and every call that names a
+//!   node (registration, heartbeats, producer ids, controlled shutdown, ISR changes as
+//!   leader) is held to it; a credential minted for any node (`--any-node`) is held to the
+//!   tenants of the node's registration instead.
 //! - A **gateway** credential watches every tenant's metadata, checks API keys and keeps
 //!   idempotency keys; it changes nothing else.
 //!
@@ -42,6 +45,14 @@ pub enum CredentialError {
     OtherTenant { name: String, tenant: String },
     #[error("this broker credential may not change ACLs; use the admin API")]
     NoAclChanges,
+    #[error("the broker credential {name:?} is node {holds}'s, not node {named}'s")]
+    OtherNode {
+        name: String,
+        holds: i32,
+        named: i32,
+    },
+    #[error("node {0} is not registered")]
+    Unregistered(i32),
 }
 
 impl From<CredentialError> for Status {
@@ -52,7 +63,9 @@ impl From<CredentialError> for Status {
             }
             CredentialError::WrongRole { .. }
             | CredentialError::OtherTenant { .. }
-            | CredentialError::NoAclChanges => Status::permission_denied(e.to_string()),
+            | CredentialError::NoAclChanges
+            | CredentialError::OtherNode { .. } => Status::permission_denied(e.to_string()),
+            CredentialError::Unregistered(_) => Status::failed_precondition(e.to_string()),
         }
     }
 }
@@ -99,9 +112,25 @@ pub struct ControllerCaller {
     pub tenants: Vec<String>,
     /// Whether a broker may change its tenants' ACLs.
     pub acl_changes: bool,
+    /// The node a broker credential is for; `None` for any node (and for a gateway).
+    pub node: Option<i32>,
 }
 
 impl ControllerCaller {
+    /// Refuses unless the caller is a broker whose credential is for node `node` (or for
+    /// any node).
+    pub fn require_node(&self, node: i32) -> Result<(), CredentialError> {
+        self.require(Role::Broker)?;
+        match self.node {
+            Some(holds) if holds != node => Err(CredentialError::OtherNode {
+                name: self.name.clone(),
+                holds,
+                named: node,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Refuses unless the caller has `role`.
     pub fn require(&self, role: Role) -> Result<(), CredentialError> {
         if self.role != role {
@@ -149,6 +178,8 @@ pub struct NewCredential {
     pub role: Role,
     pub tenants: Vec<String>,
     pub acl_changes: bool,
+    /// The broker's node id; `None` for any node (and for a gateway).
+    pub node: Option<i32>,
     pub valid_for: Duration,
 }
 
@@ -163,6 +194,7 @@ pub fn mint(secret: &[u8], credential: &NewCredential) -> Option<String> {
         "role": credential.role.name(),
         "tenants": credential.tenants,
         "acl_changes": credential.acl_changes,
+        "node": credential.node,
     });
     let Value::Object(claims) = claims else {
         return None;
@@ -251,11 +283,16 @@ fn caller_from(claims: &Claims) -> Option<ControllerCaller> {
         None => false,
         Some(value) => value.as_bool()?,
     };
+    let node = match claims.get("node") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(i32::try_from(value.as_i64()?).ok()?),
+    };
     Some(ControllerCaller {
         name: claims.get("sub")?.as_str()?.to_owned(),
         role,
         tenants,
         acl_changes,
+        node,
     })
 }
 
@@ -278,6 +315,7 @@ mod tests {
             role,
             tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
             acl_changes: false,
+            node: None,
             valid_for: Duration::from_secs(60),
         }
     }

@@ -11,6 +11,7 @@ pub mod placement;
 mod scram_credentials;
 pub mod sinks;
 pub mod topic_ops;
+pub mod watchers;
 
 use std::future::Future;
 

@@ -20,8 +20,19 @@ use tonic::Code;
 
 const SECRET: &[u8] = b"the controller secret of these tests";
 
-/// A credential for `role` covering `tenants`, signed with `secret`.
+/// A credential for `role` covering `tenants`, signed with `secret`, for any node.
 fn credential(secret: &[u8], role: Role, tenants: &[&str], acl_changes: bool) -> Credential {
+    node_credential(secret, role, tenants, acl_changes, None)
+}
+
+/// A credential for `role` covering `tenants`, signed with `secret`, naming `node`.
+fn node_credential(
+    secret: &[u8],
+    role: Role,
+    tenants: &[&str],
+    acl_changes: bool,
+    node: Option<i32>,
+) -> Credential {
     let token = credentials::mint(
         secret,
         &NewCredential {
@@ -29,6 +40,7 @@ fn credential(secret: &[u8], role: Role, tenants: &[&str], acl_changes: bool) ->
             role,
             tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
             acl_changes,
+            node,
             valid_for: Duration::from_secs(600),
         },
     )
@@ -627,4 +639,159 @@ async fn a_snapshot_larger_than_a_grpc_message_reaches_watchers_whole() {
         .unwrap();
     assert_eq!(next.acls.len(), BINDINGS + 1);
     assert!(next.version > snapshot.version);
+}
+
+/// A broker credential speaks for its own node alone: registering, heartbeating, asking for
+/// producer ids, shutting down or changing an ISR as another node is refused; a credential
+/// for any node is held to the tenants of the node's registration; and one credential holds
+/// a bounded number of metadata streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_credential_is_held_to_its_node_and_its_streams_are_bounded() {
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("controller_nodes").unwrap();
+    let catalog = Catalog::open(&url).await.unwrap();
+    for tenant in ["acme", "globex"] {
+        catalog.create_tenant(tenant).await.unwrap();
+    }
+    let replica = Replica::start(&url, "cp-1", Duration::from_secs(5)).await;
+    let endpoint = |node_id: i32, tenant: &str| pb::RegisterBrokerRequest {
+        broker: Some(pb::BrokerEndpoint {
+            node_id,
+            host: "127.0.0.1".to_owned(),
+            port: 9092,
+            rack: None,
+            tenant: Some(tenant.to_owned()),
+            advertised_listeners: String::new(),
+        }),
+        incarnation: format!("i-{node_id}"),
+    };
+    let mut node_1 = replica
+        .client_as(node_credential(
+            SECRET,
+            Role::Broker,
+            &["acme"],
+            false,
+            Some(1),
+        ))
+        .await;
+    let mut globex_2 = replica
+        .client_as(node_credential(
+            SECRET,
+            Role::Broker,
+            &["globex"],
+            false,
+            Some(2),
+        ))
+        .await;
+    node_1.register_broker(endpoint(1, "acme")).await.unwrap();
+    globex_2
+        .register_broker(endpoint(2, "globex"))
+        .await
+        .unwrap();
+
+    // Node 1's credential, as node 2: refused, whatever the call.
+    let denied = |status: Option<tonic::Status>| {
+        assert_eq!(status.map(|s| s.code()), Some(Code::PermissionDenied));
+    };
+    denied(node_1.register_broker(endpoint(2, "acme")).await.err());
+    denied(
+        node_1
+            .heartbeat(pb::HeartbeatRequest {
+                node_id: 2,
+                incarnation: "i-2".to_owned(),
+            })
+            .await
+            .err(),
+    );
+    denied(
+        node_1
+            .allocate_producer_ids(pb::AllocateProducerIdsRequest { node_id: 2 })
+            .await
+            .err(),
+    );
+    denied(
+        node_1
+            .controlled_shutdown(pb::ControlledShutdownRequest {
+                node_id: 2,
+                incarnation: "i-2".to_owned(),
+            })
+            .await
+            .err(),
+    );
+    denied(
+        node_1
+            .alter_partition(pb::AlterPartitionRequest {
+                tenant: "acme".to_owned(),
+                topic: "orders".to_owned(),
+                partition: 0,
+                leader: 2,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                isr: vec![2],
+            })
+            .await
+            .err(),
+    );
+    // As itself, it is served.
+    let own = node_1
+        .heartbeat(pb::HeartbeatRequest {
+            node_id: 1,
+            incarnation: "i-1".to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(own.registered);
+
+    // A credential for any node of acme cannot heartbeat globex's node 2.
+    let mut any_acme = replica
+        .client_as(credential(SECRET, Role::Broker, &["acme"], false))
+        .await;
+    denied(
+        any_acme
+            .heartbeat(pb::HeartbeatRequest {
+                node_id: 2,
+                incarnation: "i-2".to_owned(),
+            })
+            .await
+            .err(),
+    );
+    denied(
+        any_acme
+            .allocate_producer_ids(pb::AllocateProducerIdsRequest { node_id: 2 })
+            .await
+            .err(),
+    );
+
+    // Metadata streams: a bounded number per credential, the next refused.
+    let mut streams = Vec::new();
+    for _ in 0..skein_control_plane::watchers::MAX_STREAMS_PER_CREDENTIAL {
+        streams.push(
+            node_1
+                .watch_metadata(pb::WatchMetadataRequest {})
+                .await
+                .unwrap(),
+        );
+    }
+    let refused = node_1
+        .watch_metadata(pb::WatchMetadataRequest {})
+        .await
+        .err();
+    assert_eq!(refused.map(|s| s.code()), Some(Code::ResourceExhausted));
+    // Another credential is not held back, and a closed stream gives its place back.
+    assert!(globex_2
+        .watch_metadata(pb::WatchMetadataRequest {})
+        .await
+        .is_ok());
+    drop(streams.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match node_1.watch_metadata(pb::WatchMetadataRequest {}).await {
+            Ok(_) => break,
+            Err(e) if e.code() == Code::ResourceExhausted && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
 }

@@ -31,6 +31,14 @@ pub(crate) struct ControllerTokenArgs {
     /// unauthenticated_acl_changes on the broker)
     #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_ACL_CHANGES")]
     acl_changes: bool,
+    /// The node id of the broker the credential is for: the controller holds every call
+    /// that names a node to it
+    #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_NODE", conflicts_with = "any_node")]
+    node: Option<i32>,
+    /// A broker credential for any node, held to the tenants of each node's registration
+    /// instead (one credential shared by several brokers)
+    #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_ANY_NODE")]
+    any_node: bool,
     /// A name for the credential, shown in the controller's logs
     #[arg(long, env = "SKEIN_CONTROLLER_TOKEN_NAME", default_value = "skein")]
     name: String,
@@ -49,8 +57,18 @@ pub(crate) fn run(args: ControllerTokenArgs) -> anyhow::Result<()> {
     if args.role == Role::Broker && args.tenants.is_empty() {
         anyhow::bail!("a broker credential names the tenants it serves: give --tenant");
     }
-    if args.role == Role::Gateway && (!args.tenants.is_empty() || args.acl_changes) {
-        anyhow::bail!("a gateway credential takes neither --tenant nor --acl-changes");
+    if args.role == Role::Broker && args.node.is_none() && !args.any_node {
+        anyhow::bail!(
+            "a broker credential names the broker's node: give --node (or --any-node for one \
+             credential shared by several brokers)"
+        );
+    }
+    if args.role == Role::Gateway
+        && (!args.tenants.is_empty() || args.acl_changes || args.node.is_some() || args.any_node)
+    {
+        anyhow::bail!(
+            "a gateway credential takes none of --tenant, --acl-changes, --node and --any-node"
+        );
     }
     let token = credentials::mint(
         &secret,
@@ -59,6 +77,7 @@ pub(crate) fn run(args: ControllerTokenArgs) -> anyhow::Result<()> {
             role: args.role,
             tenants: args.tenants,
             acl_changes: args.acl_changes,
+            node: args.node,
             valid_for: Duration::from_secs(args.valid_days.saturating_mul(86_400)),
         },
     )

@@ -24,8 +24,8 @@ const RESTART_AFTER: Duration = Duration::from_secs(8);
 pub(crate) struct ChildBrokers {
     /// The in-process controller's gRPC address.
     pub controller: String,
-    /// The broker credential's token, written to a file the children read.
-    pub token: String,
+    /// Each child's broker credential (node id, token), written to a file it reads.
+    pub tokens: Vec<(i32, String)>,
     pub data_dir: PathBuf,
     /// `skein dev`'s own Kafka listener: the children take the ports after it (or free
     /// ones, chosen at start, when it has port 0).
@@ -46,8 +46,6 @@ pub(crate) struct Running {
 impl ChildBrokers {
     /// Starts brokers `1..count` and supervises them.
     pub(crate) fn start(self, count: u16) -> anyhow::Result<Running> {
-        let token_file = self.data_dir.join("broker-credential");
-        write_private(&token_file, &self.token)?;
         let stopping = Arc::new(AtomicBool::new(false));
         let mut children = Vec::new();
         for node in 1..count {
@@ -63,6 +61,14 @@ impl ChildBrokers {
                     .context("no port left for a broker")?,
             };
             let listen = SocketAddr::new(self.kafka_listen.ip(), port);
+            let token = self
+                .tokens
+                .iter()
+                .find(|(n, _)| *n == i32::from(node))
+                .map(|(_, token)| token)
+                .context("no credential minted for a broker")?;
+            let token_file = self.data_dir.join(format!("broker-{node}-credential"));
+            write_private(&token_file, token)?;
             let dir = self.data_dir.join(format!("broker-{node}"));
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("failed to create {}", dir.display()))?;

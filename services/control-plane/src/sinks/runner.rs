@@ -292,6 +292,7 @@ async fn tenant_client(
                         role: Role::Gateway,
                         tenants: vec![crate::credentials::ANY_TENANT.to_owned()],
                         acl_changes: false,
+                        node: None,
                         valid_for: Duration::from_secs(24 * 3600),
                     },
                 )
