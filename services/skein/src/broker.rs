@@ -110,7 +110,7 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
             .node_settings(Duration::from_secs(args.heartbeat_interval_secs.max(1))),
     )
     .await?;
-    crate::ops::spawn(ops_listener, broker_ops(node.broker()));
+    let ops = crate::ops::spawn(ops_listener, broker_ops(node.broker()));
     // One line, the other listeners on it too: scripts read the addresses from it.
     let mut others = String::new();
     for (listener, info) in extra {
@@ -158,6 +158,7 @@ async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
         () = crate::listener_args::until_signal(&mut interrupt, &mut terminate) => {}
         () = orphaned => {}
     }
+    crate::ops::stop(ops).await;
     node.shutdown().await?;
     println!("closed cleanly");
     Ok(())

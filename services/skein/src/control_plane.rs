@@ -207,7 +207,7 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         config.watch_interval,
     );
     let sink_metrics = SinkMetrics::default();
-    crate::ops::spawn(
+    let _ops = crate::ops::spawn(
         ops_listener,
         control_plane_ops(catalog.clone(), Arc::clone(&leadership), &sink_metrics),
     );

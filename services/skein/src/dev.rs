@@ -73,6 +73,9 @@ pub(crate) fn run(args: DevArgs) -> anyhow::Result<()> {
 /// The tenant `skein dev`'s Kafka listener serves.
 pub(crate) const DEV_TENANT: &str = "dev";
 
+/// How long `skein dev` waits at start for its broker to be ready before it says it runs.
+const READY_WITHIN: Duration = Duration::from_secs(15);
+
 /// The principal of the development token.
 const DEV_PRINCIPAL: &str = "dev";
 
@@ -83,6 +86,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     );
     std::fs::create_dir_all(&args.listener.data_dir)
         .with_context(|| format!("failed to create {}", args.listener.data_dir.display()))?;
+    let _data_lock = crate::data_lock::lock(&args.listener.data_dir)?;
     let any_port = args.listener.kafka_listen.port() == 0;
     let crate::listener_args::Bound {
         listener,
@@ -122,14 +126,18 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         crate::control_plane::dev_secret(&args.listener.data_dir, "controller-signing-key")?;
     let controller =
         DevController::start(catalog.clone(), CredentialVerifier::new(&controller_secret)).await?;
-    let token = |role: Role, tenants: &[&str], acl_changes: bool| {
+    let token = |role: Role, tenants: &[&str], acl_changes: bool, node: Option<i32>| {
         credentials::mint(
             &controller_secret,
             &NewCredential {
-                name: format!("skein-dev-{}", role.name()),
+                name: match node {
+                    Some(node) => format!("skein-dev-{}-{node}", role.name()),
+                    None => format!("skein-dev-{}", role.name()),
+                },
                 role,
                 tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
                 acl_changes,
+                node,
                 valid_for: Duration::from_secs(365 * 86_400),
             },
         )
@@ -137,13 +145,20 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     };
     let bearer =
         |token: &str| Credential::bearer(token).context("failed to sign a controller credential");
-    let broker_token = token(
-        Role::Broker,
-        &[DEV_TENANT],
-        config.unauthenticated_acl_changes,
-    )?;
-    let broker_credential = bearer(&broker_token)?;
-    let gateway_credential = bearer(&token(Role::Gateway, &[], false)?)?;
+    // Each broker's credential names its node: node 0 here, the children theirs.
+    let broker_token = |node: i32| {
+        token(
+            Role::Broker,
+            &[DEV_TENANT],
+            config.unauthenticated_acl_changes,
+            Some(node),
+        )
+    };
+    let broker_credential = bearer(&broker_token(config.node_id)?)?;
+    let child_tokens = (1..i32::from(args.brokers))
+        .map(|node| broker_token(node).map(|token| (node, token)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let gateway_credential = bearer(&token(Role::Gateway, &[], false, None)?)?;
 
     // The broker joins it, like `skein broker` does.
     let identity = identity(&config, Some(DEV_TENANT));
@@ -195,7 +210,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     let dev_key = dev_api_key(&catalog, &args.listener.data_dir).await?;
     let children = crate::dev_brokers::ChildBrokers {
         controller: controller.url.clone(),
-        token: broker_token,
+        tokens: child_tokens,
         data_dir: args.listener.data_dir.clone(),
         // Asked for any port, the children take free ones too, not the ports after ours.
         kafka_listen: if any_port {
@@ -322,7 +337,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         crate::control_plane::controller_metrics(&mut registry, Arc::clone(&controller.leadership));
     let (ready_broker, scraped) = (Arc::clone(node.broker()), Arc::clone(node.broker()));
     let ready_view = gateway.gateway.view.clone();
-    crate::ops::spawn(
+    let ops = crate::ops::spawn(
         ops_listener,
         skein_ops::Ops::new(registry, move || {
             ready_broker.readiness()?;
@@ -337,6 +352,20 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             controller_scraped();
         }),
     );
+    // Say it runs once the broker can serve its share: every partition it holds has a
+    // leader, and it leads those it should (after a restart, leadership comes back from
+    // the controller a moment after the logs open).
+    let ready_by = tokio::time::Instant::now() + READY_WITHIN;
+    loop {
+        match node.broker().readiness() {
+            Ok(()) => break,
+            Err(reason) if tokio::time::Instant::now() >= ready_by => {
+                println!("warning: not ready after {READY_WITHIN:?}: {reason}");
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
     let dev_token = dev_token(&secret)?;
     println!("kafka: bootstrap server {address} (tenant {DEV_TENANT:?}; topics are created on first use)");
     if let Some(sasl) = &sasl_address {
@@ -380,6 +409,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
     );
     crate::listener_args::until_signal(&mut interrupt, &mut terminate).await;
     println!("shutting down: flushing and closing every log");
+    crate::ops::stop(ops).await;
     let _ = admin_stop.send(());
     let _ = sinks_stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(6), sinks).await;

@@ -410,11 +410,12 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
     let ops_listener = args.ops.bind().await?;
     let mut registry = crate::ops::registry();
     gateway.gateway.metrics.register(&mut registry);
-    crate::ops::spawn(ops_listener, gateway_ops(registry, &gateway));
+    let ops = crate::ops::spawn(ops_listener, gateway_ops(registry, &gateway));
     tokio::select! {
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
     }
+    crate::ops::stop(ops).await;
     gateway
         .stop(Duration::from_secs(args.shutdown_grace_secs))
         .await

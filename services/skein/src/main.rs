@@ -5,6 +5,7 @@ mod broker;
 mod config;
 mod control_plane;
 mod controller_credentials;
+mod data_lock;
 mod dev;
 mod dev_brokers;
 mod dump;

@@ -27,19 +27,58 @@ impl OpsArgs {
     }
 }
 
-/// Serves `ops` on `listener` (when bound) until the process ends; prints its address.
-pub(crate) fn spawn(listener: Option<tokio::net::TcpListener>, ops: skein_ops::Ops) {
-    let Some(listener) = listener else {
-        return;
-    };
+/// The operations listener while it serves. Its checks hold what they look at (a broker,
+/// whose logs close only once nothing else holds it), so a service stops it
+/// ([`OpsServer::stop`]) before closing what it serves; dropped, it goes on until the
+/// process ends.
+#[derive(Debug)]
+pub(crate) struct OpsServer {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// How long open scrapes may take to finish when the listener stops.
+const STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl OpsServer {
+    /// Stops serving and lets go of everything the checks hold: open requests have
+    /// [`STOP_WITHIN`] to finish, then they are dropped.
+    pub(crate) async fn stop(self) {
+        let Self { stop, mut task } = self;
+        let _ = stop.send(());
+        if tokio::time::timeout(STOP_WITHIN, &mut task).await.is_err() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+/// Stops `server`, if there is one.
+pub(crate) async fn stop(server: Option<OpsServer>) {
+    if let Some(server) = server {
+        server.stop().await;
+    }
+}
+
+/// Serves `ops` on `listener` (when bound) until stopped; prints its address.
+pub(crate) fn spawn(
+    listener: Option<tokio::net::TcpListener>,
+    ops: skein_ops::Ops,
+) -> Option<OpsServer> {
+    let listener = listener?;
     if let Ok(address) = listener.local_addr() {
         println!("ops: health, readiness and metrics on http://{address}");
     }
-    tokio::spawn(async move {
-        if let Err(error) = skein_ops::serve(listener, ops, std::future::pending()).await {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        if let Err(error) = skein_ops::serve(listener, ops, stopped).await {
             tracing::warn!(%error, "the ops listener stopped");
         }
     });
+    Some(OpsServer { stop, task })
 }
 
 /// A registry for a service's metrics, every name under `skein_`.
