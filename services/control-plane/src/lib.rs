@@ -15,7 +15,7 @@ pub mod watchers;
 
 use std::future::Future;
 
-pub use admin::{admin_router, AdminApi, AdminAuth, AdminState, JwtConfig};
+pub use admin::{admin_router, AdminApi, AdminAuth, AdminState, JwtConfig, ADMIN_AUDIENCE};
 pub use controller::{
     controller_server, ControllerConfig, ControllerService, Leadership, LeaseKeeper,
 };

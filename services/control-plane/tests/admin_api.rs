@@ -225,9 +225,30 @@ async fn credentials_are_checked_before_anything_happens() {
         read(post(Some(expired)).await.unwrap()).await.0,
         StatusCode::UNAUTHORIZED
     );
+    // A token the same key signed with the admin role but for another audience, or none
+    // (a tenant's token, where one key signs both): 401.
+    for audience in [None, Some("skein-gateway")] {
+        let mut claims = expired_claims.clone();
+        claims.insert("exp".into(), json!(4_000_000_000u64));
+        if let Some(audience) = audience {
+            claims.insert("aud".into(), json!(audience));
+        }
+        let token = jsonwebtoken::encode(
+            &jsonwebtoken::Header::default(),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            read(post(Some(token)).await.unwrap()).await.0,
+            StatusCode::UNAUTHORIZED,
+            "audience {audience:?}"
+        );
+    }
     let mut reader_claims = expired_claims.clone();
     reader_claims.insert("exp".into(), json!(4_000_000_000u64));
     reader_claims.insert("roles".into(), json!(["reader"]));
+    reader_claims.insert("aud".into(), json!("skein-admin"));
     let reader = jsonwebtoken::encode(
         &jsonwebtoken::Header::default(),
         &reader_claims,

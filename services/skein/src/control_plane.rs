@@ -87,9 +87,9 @@ pub(crate) struct ControlPlaneArgs {
     /// The `iss` admin JWTs must carry
     #[arg(long, env = "SKEIN_ADMIN_JWT_ISSUER")]
     jwt_issuer: Option<String>,
-    /// The `aud` admin JWTs must carry
-    #[arg(long, env = "SKEIN_ADMIN_JWT_AUDIENCE")]
-    jwt_audience: Option<String>,
+    /// The `aud` admin JWTs must carry (every admin JWT carries one)
+    #[arg(long, env = "SKEIN_ADMIN_JWT_AUDIENCE", default_value = skein_control_plane::ADMIN_AUDIENCE)]
+    jwt_audience: String,
     /// A file holding the secret (32 bytes or more) that brokers' and gateways' controller
     /// credentials are signed with (`skein controller-token` mints them)
     #[arg(long, env = "SKEIN_CONTROLLER_SECRET_FILE")]
@@ -140,7 +140,7 @@ fn jwt(args: &ControlPlaneArgs) -> anyhow::Result<Option<JwtConfig>> {
         (None, None) => return Ok(None),
     };
     config.verifier.issuer = args.jwt_issuer.clone();
-    config.verifier.audience = args.jwt_audience.clone();
+    config.verifier.audience = Some(args.jwt_audience.clone());
     Ok(Some(config))
 }
 

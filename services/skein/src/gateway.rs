@@ -94,6 +94,9 @@ pub(crate) struct GatewayArgs {
     ops: crate::ops::OpsArgs,
 }
 
+/// Concurrent gRPC streams one client connection may hold.
+const MAX_STREAMS_PER_CONNECTION: u32 = 100;
+
 /// The client-state keys from their files, or a random key of this process alone.
 fn client_state_keys(files: &[PathBuf]) -> anyhow::Result<ClientStateKeys> {
     if files.is_empty() {
@@ -298,6 +301,9 @@ impl RunningGateway {
         let routes = skein_gateway::grpc::routes(Arc::clone(&gateway)).await;
         let mut grpc_stopped = stopped;
         let grpc_router = tonic::transport::Server::builder()
+            // One client connection holds at most this many streams at once (HTTP/2's
+            // SETTINGS_MAX_CONCURRENT_STREAMS); the REST port's HTTP/2 has hyper's 200.
+            .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
             .layer(skein_gateway::grpc::MetricsLayer::new(
                 gateway.metrics.clone(),
             ))

@@ -15,8 +15,8 @@ use super::AdminState;
 use skein_http::Problem;
 
 /// How admin JWTs are checked (through `skein_token`: allow-listed algorithms, keys by kid,
-/// `exp` required, `nbf`, and `iss` / `aud` when configured, with a small leeway) and which
-/// claim grants the admin role.
+/// `exp` required, `nbf`, `aud` always ([`ADMIN_AUDIENCE`] unless configured) and `iss` when
+/// configured, with a small leeway) and which claim grants the admin role.
 #[derive(Debug, Clone)]
 pub struct JwtConfig {
     pub verifier: Verifier,
@@ -27,8 +27,14 @@ pub struct JwtConfig {
     pub admin_role: String,
 }
 
+/// The audience admin JWTs carry unless `--jwt-audience` names another: an admin token is
+/// always checked for one, so a token the same key signed for another use (a tenant's
+/// token, in `skein dev`) is never an admin's, whatever roles it claims.
+pub const ADMIN_AUDIENCE: &str = "skein-admin";
+
 impl JwtConfig {
-    fn with(verifier: Verifier, signer: Option<Hs256Signer>) -> Self {
+    fn with(mut verifier: Verifier, signer: Option<Hs256Signer>) -> Self {
+        verifier.audience = Some(ADMIN_AUDIENCE.to_owned());
         Self {
             verifier,
             signer,

@@ -25,7 +25,7 @@ use skein_catalog::Catalog;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
-pub use auth::{Admin, AdminAuth, JwtConfig};
+pub use auth::{Admin, AdminAuth, JwtConfig, ADMIN_AUDIENCE};
 pub use skein_http::Problem;
 
 /// The largest request body accepted.
