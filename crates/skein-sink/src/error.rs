@@ -22,6 +22,9 @@ pub enum SinkError {
     /// The target database could not be reached or refused the login.
     #[error("the target database is unreachable: {0}")]
     Unreachable(String),
+    /// The target database's address is not one sinks may reach.
+    #[error("the target database may not be reached: {0}")]
+    NotAllowed(String),
     /// A record does not fit, and the sink has no dead-letter topic to put it in.
     #[error("record {topic}-{partition}@{offset} does not fit: {reason}")]
     Misfit {
@@ -59,6 +62,7 @@ impl SinkError {
         matches!(
             self,
             Self::Invalid(_)
+                | Self::NotAllowed(_)
                 | Self::UnknownTable(_)
                 | Self::MissingColumn { .. }
                 | Self::ColumnType { .. }

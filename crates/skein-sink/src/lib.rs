@@ -11,9 +11,12 @@
 //! - `row.rs`: a record as a row, or the reason it does not fit;
 //! - `writer.rs`: a batch of rows in one statement, falling back to row by row to find the
 //!   rows the database refuses;
-//! - `worker.rs`: [`SinkWorker`], the rounds, the dead-letter topic and [`SinkStats`].
+//! - `worker.rs`: [`SinkWorker`], the rounds, the dead-letter topic and [`SinkStats`];
+//! - `reach.rs`: where a sink may connect ([`TargetPolicy`]), checked after resolution.
 
 mod error;
+#[cfg(feature = "postgres")]
+pub mod reach;
 pub mod row;
 pub mod spec;
 pub mod target;
@@ -23,8 +26,10 @@ mod worker;
 mod writer;
 
 pub use error::SinkError;
+#[cfg(feature = "postgres")]
+pub use reach::{connect_target, TargetPolicy};
 pub use spec::{ColumnMapping, Mode, SinkSpec};
 #[cfg(feature = "postgres")]
-pub use worker::{connect_target, prepare, SinkStats, SinkWorker, ERROR_HEADER, SOURCE_HEADERS};
+pub use worker::{prepare, SinkStats, SinkWorker, ERROR_HEADER, SOURCE_HEADERS};
 #[cfg(feature = "postgres")]
 pub use writer::Writer;

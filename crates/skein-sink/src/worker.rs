@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use skein_client::exactly_once::{Batch, ExactlyOnce, ExactlyOnceConfig, Start};
 use skein_client::{Client, ConsumerRecord, ProduceRecord, Producer, ProducerConfig};
 use skein_ops::prometheus_client::metrics::histogram::Histogram;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::PgPool;
 
 use crate::row::{change_of, Change};
 use crate::spec::SinkSpec;
@@ -80,17 +80,6 @@ impl SinkStats {
         }
         rate.0 = Some(now);
     }
-}
-
-/// Connects to the target database, bounded in time, as [`SinkError::Unreachable`] when it
-/// cannot.
-pub async fn connect_target(url: &str, connections: u32) -> Result<PgPool, SinkError> {
-    PgPoolOptions::new()
-        .max_connections(connections.max(1))
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(url)
-        .await
-        .map_err(|e| SinkError::Unreachable(e.to_string()))
 }
 
 /// Checks `spec` and its target table, and installs the positions table: everything a

@@ -16,7 +16,7 @@ use skein_client::{
 };
 use skein_sink::{
     connect_target, prepare, ColumnMapping, Mode, SinkError, SinkSpec, SinkStats, SinkWorker,
-    ERROR_HEADER,
+    TargetPolicy, ERROR_HEADER,
 };
 use sqlx::postgres::PgPool;
 use tokio::net::TcpListener;
@@ -396,16 +396,22 @@ async fn a_wrong_definition_is_refused_before_anything_runs() {
         .is_ok());
 
     // An unreachable database, and one that refuses the login, are clear errors too.
-    let unreachable = connect_target("postgres://nobody@127.0.0.1:1/none", 1)
-        .await
-        .unwrap_err();
+    let unreachable = connect_target(
+        "postgres://nobody@127.0.0.1:1/none",
+        1,
+        &TargetPolicy::loopback(),
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(unreachable, SinkError::Unreachable(_)),
         "{unreachable}"
     );
     let wrong_db = format!("{}_missing", s.url);
     assert!(matches!(
-        connect_target(&wrong_db, 1).await.unwrap_err(),
+        connect_target(&wrong_db, 1, &TargetPolicy::loopback())
+            .await
+            .unwrap_err(),
         SinkError::Unreachable(_)
     ));
 }

@@ -66,6 +66,7 @@ impl Server {
             },
             topics: Some(TopicOps::new(catalog, config, leadership)),
             sink_key: None,
+            sink_targets: skein_sink::TargetPolicy::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -99,6 +99,11 @@ pub(crate) struct ControlPlaneArgs {
     /// here
     #[arg(long, env = "SKEIN_SINK_SECRET_FILE")]
     sink_secret_file: Option<PathBuf>,
+    /// The only hosts sinks may connect to: CIDR networks, addresses and host names,
+    /// comma-separated, checked against every address a sink's host resolves to. Without
+    /// it, any address but this host's loopback, link-local and cloud-metadata ones
+    #[arg(long, env = "SKEIN_SINK_ALLOWED_TARGETS")]
+    sink_allowed_targets: Option<skein_control_plane::sinks::TargetPolicy>,
     /// Whether this replica runs sink workers (with --sink-secret-file); without, it only
     /// serves the sink API, and the replicas that do run them share the work
     #[arg(
@@ -227,11 +232,13 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let sink_targets = args.sink_allowed_targets.clone().unwrap_or_default();
     let (sinks_stop, sinks_stopped) = tokio::sync::oneshot::channel::<()>();
     let sinks = sink_key.clone().filter(|_| args.run_sinks).map(|key| {
         let mut runner = SinkRunnerConfig::new(config.replica_id.clone(), key);
         runner.controller_secret = Some(controller_secret.clone());
         runner.metrics = sink_metrics.clone();
+        runner.targets = sink_targets.clone();
         tokio::spawn(skein_control_plane::sinks::run(
             catalog.clone(),
             runner,
@@ -273,6 +280,7 @@ async fn serve(args: ControlPlaneArgs) -> anyhow::Result<()> {
             Arc::clone(&leadership),
         )),
         sink_key,
+        sink_targets,
     };
     skein_control_plane::serve_admin(listener, state, async move {
         tokio::select! {

@@ -269,6 +269,8 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
         );
         runner.controller_secret = Some(controller_secret.clone());
         runner.metrics = sink_metrics.clone();
+        // Sinks of a development process may write to databases on this machine.
+        runner.targets = skein_control_plane::sinks::TargetPolicy::loopback();
         tokio::spawn(skein_control_plane::sinks::run(
             catalog.clone(),
             runner,
@@ -287,6 +289,7 @@ async fn serve(args: DevArgs) -> anyhow::Result<()> {
             },
             topics: Some(controller.topics.clone()),
             sink_key: Some(sink_key),
+            sink_targets: skein_control_plane::sinks::TargetPolicy::loopback(),
         },
         async {
             let _ = admin_stopped.await;

@@ -5,6 +5,11 @@
 //! past its ownership before letting it go on. At the end the table holds every record
 //! exactly once (count, distinct values and a checksum over the payloads), the positions
 //! stored in the target database are the log end offsets, and nothing more arrives.
+//!
+//! And a sink reaches only where the operator allows: a database URL that leads to this
+//! host's loopback, a link-local or cloud-metadata address, or a Unix socket is refused
+//! before any connection, and what a service that is not PostgreSQL answers never comes
+//! back in the error.
 
 #![allow(clippy::unwrap_used)]
 
@@ -101,9 +106,16 @@ fn a_sink_applies_every_record_once_while_its_workers_are_killed() {
             secret_arg.as_str(),
             "--run-sinks",
             "false",
+            "--sink-allowed-targets",
+            "127.0.0.1",
         ],
     );
-    let worker_args = ["--sink-secret-file", secret_arg.as_str()];
+    let worker_args = [
+        "--sink-secret-file",
+        secret_arg.as_str(),
+        "--sink-allowed-targets",
+        "127.0.0.1",
+    ];
     let mut workers: Vec<Option<Process>> = (0..2)
         .map(|_| Some(control_plane_with(&catalog, 2, &worker_args).0))
         .collect();
@@ -266,4 +278,112 @@ fn a_sink_applies_every_record_once_while_its_workers_are_killed() {
     }
     broker.stop();
     controller_process.stop();
+}
+
+/// A sink's database URL cannot make the control plane connect where the operator did not
+/// allow, nor read back what the service there said.
+#[test]
+fn a_sink_reaches_only_where_the_operator_allows_and_echoes_nothing() {
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let catalog = postgres.database("sink_reach_catalog").unwrap();
+    let target = postgres.database("sink_reach_target").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let secret = work.path().join("sink-secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef0123456789abcdef").unwrap();
+    let secret_arg = secret.display().to_string();
+    // The default: no allow-list.
+    let (_cp, admin, controller) =
+        control_plane_with(&catalog, 2, &["--sink-secret-file", secret_arg.as_str()]);
+    let created = common::http(
+        &admin,
+        "POST",
+        "/v1/tenants",
+        Some(TOKEN),
+        r#"{"name":"acme"}"#,
+    );
+    assert_eq!(created.0, 201, "{}", created.1);
+    let data = tempfile::tempdir().unwrap();
+    let (_broker, _) = tenant_broker(&controller, data.path(), "acme", 0);
+    let topic = common::http(
+        &admin,
+        "POST",
+        "/v1/tenants/acme/topics",
+        Some(TOKEN),
+        r#"{"topic_name":"events","partitions_count":1}"#,
+    );
+    assert_eq!(topic.0, 201, "{}", topic.1);
+    let sink = |url: &str| {
+        json!({
+            "name": "events_table",
+            "topics": ["events"],
+            "database_url": url,
+            "table": "events",
+            "mode": {"kind": "columns", "columns": [{"field": "n", "column": "n"}]},
+        })
+        .to_string()
+    };
+    let create = |admin: &str, url: &str| {
+        common::http(
+            admin,
+            "POST",
+            "/v1/tenants/acme/sinks",
+            Some(TOKEN),
+            &sink(url),
+        )
+    };
+    for (url, says) in [
+        // The test's own PostgreSQL, on this host's loopback.
+        (target.clone(), "may not be reached"),
+        (
+            "postgres://u:p@169.254.169.254:5432/db".to_owned(),
+            "may not be reached",
+        ),
+        (
+            "postgres://u:p@localhost:5432/db".to_owned(),
+            "may not be reached",
+        ),
+        (
+            "postgres://u:p@/db?host=/var/run/postgresql".to_owned(),
+            "Unix socket",
+        ),
+    ] {
+        let (status, body) = create(&admin, &url);
+        assert_eq!(status, 422, "{url}: {body}");
+        assert!(body.contains(says), "{url}: {body}");
+    }
+
+    // Allowed loopback, a service that is not PostgreSQL: refused, and nothing it said is
+    // in the answer.
+    let service = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = service.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in service.incoming().take(8) {
+            let Ok(mut stream) = stream else { continue };
+            use std::io::Write;
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\n\r\nsecret-token-123\n");
+        }
+    });
+    let (_cp2, allowing, _) = control_plane_with(
+        &catalog,
+        2,
+        &[
+            "--sink-secret-file",
+            secret_arg.as_str(),
+            "--sink-allowed-targets",
+            "127.0.0.1",
+            "--run-sinks",
+            "false",
+        ],
+    );
+    let (status, body) = create(
+        &allowing,
+        &format!("postgres://u:p@127.0.0.1:{port}/db?sslmode=disable"),
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        !body.contains("secret") && !body.contains("HTTP"),
+        "the service's answer came back: {body}"
+    );
+    let (_, listed) = common::http(&admin, "GET", "/v1/tenants/acme/sinks", Some(TOKEN), "");
+    assert!(!listed.contains("events_table"), "{listed}");
 }

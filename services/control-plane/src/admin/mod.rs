@@ -40,6 +40,8 @@ pub struct AdminState {
     pub topics: Option<crate::TopicOps>,
     /// Seals sinks' database URLs; without it, sinks cannot be created.
     pub sink_key: Option<Arc<crate::sinks::SinkKey>>,
+    /// Where sinks may connect.
+    pub sink_targets: skein_sink::TargetPolicy,
 }
 
 /// Where a resource lives.

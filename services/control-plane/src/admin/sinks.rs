@@ -295,7 +295,9 @@ pub async fn create(
             "database_url must be a postgres:// or postgresql:// URL",
         ));
     }
-    let pool = connect_target(url, 1).await.map_err(refused)?;
+    let pool = connect_target(url, 1, &state.sink_targets)
+        .await
+        .map_err(refused)?;
     let checked = prepare(&pool, &spec).await;
     pool.close().await;
     checked.map_err(refused)?;

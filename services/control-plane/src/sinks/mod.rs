@@ -10,3 +10,4 @@ mod secret;
 pub use metrics::{SinkLabels, SinkMetrics, SINK_SERIES};
 pub use runner::{run, SinkRunnerConfig};
 pub use secret::{SealError, SinkKey};
+pub use skein_sink::TargetPolicy;

@@ -34,6 +34,8 @@ pub struct SinkRunnerConfig {
     pub worker_ttl: Duration,
     /// Where the workers' rows, dead letters, lag and transactions are counted.
     pub metrics: SinkMetrics,
+    /// Where sinks may connect.
+    pub targets: skein_sink::TargetPolicy,
 }
 
 impl SinkRunnerConfig {
@@ -45,6 +47,7 @@ impl SinkRunnerConfig {
             interval: Duration::from_secs(1),
             worker_ttl: Duration::from_secs(6),
             metrics: SinkMetrics::default(),
+            targets: skein_sink::TargetPolicy::default(),
         }
     }
 }
@@ -330,7 +333,7 @@ async fn work(
         .key
         .open(&record.id, &record.target_sealed)
         .map_err(|e| SinkError::Invalid(format!("the target database's URL: {e}")))?;
-    let pool = connect_target(&url, 2).await?;
+    let pool = connect_target(&url, 2, &config.targets).await?;
     let client = tenant_client(catalog, config, tenant).await?;
     // Positions are kept under the tenant's name and the sink's, so sinks of two tenants
     // with one name, writing into one database, never share them.
