@@ -22,6 +22,7 @@ pub mod produce;
 pub mod quota;
 pub mod read;
 pub mod rest;
+pub mod streams;
 
 use std::sync::Arc;
 
@@ -44,6 +45,8 @@ pub struct HttpOptions {
     pub stream_read_ahead_bytes: u32,
     /// Bytes all ProduceStreams together may read ahead of their reports.
     pub read_ahead_bytes: u32,
+    /// Open streams (SSE tails, gRPC Consume) per tenant and in all.
+    pub streams: streams::StreamLimits,
 }
 
 impl Default for HttpOptions {
@@ -53,6 +56,7 @@ impl Default for HttpOptions {
             max_body_bytes: 8 * 1024 * 1024,
             stream_read_ahead_bytes: 16 * 1024 * 1024,
             read_ahead_bytes: 256 * 1024 * 1024,
+            streams: streams::StreamLimits::default(),
         }
     }
 }
@@ -74,6 +78,8 @@ pub struct Gateway {
     pub read_ahead: grpc::ReadAheadBudget,
     /// Rations the gateway's questions to the controller about topics it does not know.
     pub topic_lookups: skein_quota::Lookups,
+    /// The long streams open, per tenant.
+    pub streams: Arc<streams::Streams>,
     /// Set once the gateway begins to shut down.
     stopping: tokio::sync::watch::Sender<bool>,
     /// What operators scrape (`metrics.rs`).
@@ -89,8 +95,11 @@ impl Gateway {
         client_state: client_state::ClientStateKeys,
         broker_tls: Option<skein_client::ClientTls>,
     ) -> Arc<Self> {
-        let (stream_read_ahead_bytes, read_ahead_bytes) =
-            (http.stream_read_ahead_bytes, http.read_ahead_bytes);
+        let (stream_read_ahead_bytes, read_ahead_bytes, stream_limits) = (
+            http.stream_read_ahead_bytes,
+            http.read_ahead_bytes,
+            http.streams,
+        );
         let metrics = metrics::GatewayMetrics::default();
         Arc::new(Self {
             view,
@@ -109,6 +118,7 @@ impl Gateway {
             read_ahead: grpc::ReadAheadBudget::new(stream_read_ahead_bytes, read_ahead_bytes),
             client_state,
             topic_lookups: skein_quota::Lookups::default(),
+            streams: streams::Streams::new(stream_limits),
             stopping: tokio::sync::watch::Sender::new(false),
         })
     }

@@ -63,6 +63,17 @@ pub(crate) struct GatewayArgs {
         default_value_t = 256 * 1024 * 1024
     )]
     read_ahead_bytes: u32,
+    /// Streams (SSE tails, gRPC Consume) one tenant may hold open on this replica; each
+    /// long-polls the brokers over connections of its own
+    #[arg(
+        long,
+        env = "SKEIN_GATEWAY_MAX_STREAMS_PER_TENANT",
+        default_value_t = 100
+    )]
+    max_streams_per_tenant: usize,
+    /// Streams every tenant together may hold open on this replica
+    #[arg(long, env = "SKEIN_GATEWAY_MAX_STREAMS", default_value_t = 1000)]
+    max_streams: usize,
     /// On SIGTERM, how long open requests may take to finish before their connections are
     /// closed (streams end at once, telling their clients to resume elsewhere)
     #[arg(long, env = "SKEIN_GATEWAY_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
@@ -385,6 +396,10 @@ async fn serve(args: GatewayArgs) -> anyhow::Result<()> {
         max_body_bytes: args.max_body_bytes,
         stream_read_ahead_bytes: args.stream_read_ahead_bytes,
         read_ahead_bytes: args.read_ahead_bytes,
+        streams: skein_gateway::streams::StreamLimits {
+            per_tenant: args.max_streams_per_tenant.max(1),
+            total: args.max_streams.max(1),
+        },
     };
     let mut interrupt = signal(SignalKind::interrupt()).context("failed to listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("failed to listen for SIGTERM")?;

@@ -40,6 +40,7 @@ use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
 use crate::quota::Metered;
 use crate::read::{read, resolve, ReadLimits, Start};
+use crate::streams::{Backoff, StreamSlot};
 use crate::Gateway;
 
 /// How long a fetch waits for records.
@@ -212,6 +213,8 @@ pub(super) async fn start(
     };
     let topic = subscribe.topic.clone();
     let summary = call.topic_known(&gateway, &topic, Operation::Read).await?;
+    // A place among the tenant's streams, held while the session runs.
+    let slot = gateway.streams.open(&call.caller.tenant)?;
     let tenant = call.client(&gateway).await?;
     let isolation = match pb::Isolation::try_from(subscribe.isolation) {
         Ok(pb::Isolation::ReadUncommitted) => Isolation::ReadUncommitted,
@@ -338,6 +341,8 @@ pub(super) async fn start(
         sent_positions: BTreeMap::new(),
         sender,
         watermarks_at: Instant::now(),
+        backoff: Backoff::default(),
+        _slot: slot,
     };
     tokio::spawn(session.run(client_messages));
     Ok(ReceiverStream::new(receiver))
@@ -355,6 +360,10 @@ struct Session {
     sent_positions: BTreeMap<i32, i64>,
     sender: Sender,
     watermarks_at: Instant,
+    /// Waits after failed reads.
+    backoff: Backoff,
+    /// The session's place among the tenant's streams.
+    _slot: StreamSlot,
 }
 
 /// Why a session ends.
@@ -628,7 +637,9 @@ impl Session {
                 }
                 if failed {
                     // Do not spin against brokers that fail at once.
-                    tokio::time::sleep(FETCH_WAIT).await;
+                    tokio::time::sleep(self.backoff.next()).await;
+                } else {
+                    self.backoff.reset();
                 }
                 records
             }
@@ -664,16 +675,19 @@ impl Session {
                     .await?;
                 }
                 match polled {
-                    Ok(records) => records
-                        .into_iter()
-                        .filter(|r| assigned.contains(&r.partition))
-                        .collect(),
+                    Ok(records) => {
+                        self.backoff.reset();
+                        records
+                            .into_iter()
+                            .filter(|r| assigned.contains(&r.partition))
+                            .collect()
+                    }
                     Err(e) => {
                         let e = GatewayError::from(e);
                         match e {
                             GatewayError::Unavailable(_) | GatewayError::Conflict(_) => {
                                 tracing::debug!(error = %e, "group poll failed; retrying");
-                                tokio::time::sleep(FETCH_WAIT).await;
+                                tokio::time::sleep(self.backoff.next()).await;
                                 Vec::new()
                             }
                             other => return Err(End::Failed(other.into())),

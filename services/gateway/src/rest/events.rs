@@ -28,6 +28,7 @@ use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
 use crate::quota::Metered;
 use crate::read::{read, resolve, ReadLimits, Start};
+use crate::streams::Backoff;
 use crate::Gateway;
 
 /// Where the tail starts.
@@ -176,6 +177,8 @@ pub async fn events(
     };
     positions.retain(|p, _| *p < summary.partitions);
     let start: Start = query.offset.as_deref().unwrap_or("latest").parse()?;
+    // A place among the tenant's streams, held while the tail runs.
+    let slot = gateway.streams.open(&call.caller.tenant)?;
     let tenant = call.client(&gateway).await?;
     for partition in 0..summary.partitions {
         if let std::collections::btree_map::Entry::Vacant(entry) = positions.entry(partition) {
@@ -192,6 +195,8 @@ pub async fn events(
     let expires_at = call.caller.expires_at;
     let client = tenant.client.detached();
     tokio::spawn(async move {
+        let _slot = slot;
+        let mut backoff = Backoff::default();
         loop {
             // Before every read: the credential still holds, and READ on the topic is still
             // allowed by the ACLs as they are now.
@@ -272,10 +277,11 @@ pub async fn events(
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "tail read failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        tokio::time::sleep(backoff.next()).await;
                         continue;
                     }
                 };
+                backoff.reset();
                 gateway.quotas.charge(
                     &call.view,
                     &call.caller,

@@ -1,0 +1,156 @@
+//! One tenant's streams cannot take another's service: a gateway process, on a broker
+//! process serving two tenants (a control plane on a real PostgreSQL), holds at most
+//! `--max-streams-per-tenant` Server-Sent Events tails of one tenant; past that acme's next
+//! tail is refused with 429 and a problem body, while globex still opens one and receives
+//! the record it produces; a tail that ends gives its place back.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::admin::{admin, new_principal, TOPICS_AND_GROUPS};
+use common::issuer::{serve_jwks, test_key};
+use common::processes::*;
+use serde_json::json;
+
+/// A token of `tenant`'s `app`, signed with the key the issuer's JWKS lists as `rsa-jwk`.
+fn token(tenant: &str) -> String {
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = json!({"sub": "app", "tenant": tenant, "exp": now + 900});
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("rsa-jwk".to_owned());
+    let key = EncodingKey::from_rsa_pem(&std::fs::read(test_key("rsa.pem")).unwrap()).unwrap();
+    encode(&header, &claims, &key).unwrap()
+}
+
+/// An SSE tail of `feed` with curl: its process, and its output read line by line.
+fn tail(rest: &str, token: &str) -> (common::dev::Killed, BufReader<std::process::ChildStdout>) {
+    let mut curl = common::dev::Killed(
+        Command::new("curl")
+            .args(["-sN", "--max-time", "60", "-i", "-H"])
+            .arg(format!("Authorization: Bearer {token}"))
+            .arg(format!(
+                "http://{rest}/v1/topics/feed/events?offset=earliest"
+            ))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = BufReader::new(curl.0.stdout.take().unwrap());
+    (curl, out)
+}
+
+/// The status code of a response whose head `out` reads.
+fn status(out: &mut impl BufRead) -> u16 {
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap_or("0")
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn one_tenants_streams_leave_another_tenant_its_own() {
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("gateway_streams").unwrap();
+    let (_cp, admin_addr, controller) = control_plane(&url);
+    for tenant in ["acme", "globex"] {
+        admin(
+            &admin_addr,
+            "POST",
+            "/v1/tenants",
+            &format!(r#"{{"name":"{tenant}"}}"#),
+        );
+        new_principal(&admin_addr, tenant, "app", TOPICS_AND_GROUPS);
+    }
+    let data = tempfile::tempdir().unwrap();
+    let _broker = Process::start(&mut every_tenant_broker(
+        &controller,
+        data.path(),
+        1,
+        EVERY_TENANT_LISTENERS,
+    ));
+    for tenant in ["acme", "globex"] {
+        admin(
+            &admin_addr,
+            "POST",
+            &format!("/v1/tenants/{tenant}/topics"),
+            r#"{"topic_name":"feed","partitions_count":1}"#,
+        );
+    }
+    let jwks = serve_jwks();
+    let (_gateway, rest, _) = gateway(
+        &controller,
+        &["--jwks-url", &jwks, "--max-streams-per-tenant", "3"],
+    );
+    let (acme, globex) = (token("acme"), token("globex"));
+
+    // acme's three tails are served; its fourth is refused.
+    let mut held: Vec<_> = (0..3)
+        .map(|_| {
+            let (curl, mut out) = tail(&rest, &acme);
+            assert_eq!(status(&mut out), 200);
+            (curl, out)
+        })
+        .collect();
+    let (_refused, mut out) = tail(&rest, &acme);
+    assert_eq!(status(&mut out), 429);
+    let mut body = String::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !body.contains("open streams") && Instant::now() < deadline {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        body.push_str(&line);
+    }
+    assert!(body.contains("open streams"), "{body}");
+
+    // globex opens its own, and receives what it produces.
+    let (_globex_tail, mut out) = tail(&rest, &globex);
+    assert_eq!(status(&mut out), 200);
+    let (code, produced) = common::http(
+        &rest,
+        "POST",
+        "/v1/topics/feed/records",
+        Some(&globex),
+        r#"{"records":[{"value":"for globex"}]}"#,
+    );
+    assert_eq!(code, 200, "{produced}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = String::new();
+    while !seen.contains("for globex") {
+        assert!(
+            Instant::now() < deadline,
+            "globex's tail got nothing: {seen}"
+        );
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the tail ended: {seen}"
+        );
+        seen.push_str(&line);
+    }
+
+    // A tail that ends gives acme its place back.
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_curl, mut out) = tail(&rest, &acme);
+        match status(&mut out) {
+            200 => break,
+            429 if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            other => panic!("acme's tail after one ended: {other}"),
+        }
+    }
+}
