@@ -46,6 +46,12 @@ pub struct BrokerConfig {
     /// `producer.id.expiration.ms`: how long an idempotent producer's state is kept after
     /// its last write (Kafka's default: 1 day).
     pub producer_id_expiration: std::time::Duration,
+    /// `transactional.id.expiration.ms`: how long a transactional id with no transaction
+    /// open is kept after its last use (Kafka's default: 7 days).
+    pub transactional_id_expiration: std::time::Duration,
+    /// The most transactional ids one tenant holds; a new one past it is refused
+    /// (POLICY_VIOLATION) until idle ones expire.
+    pub max_transactional_ids: usize,
     /// `transaction.max.timeout.ms`: the longest transaction timeout a producer may ask
     /// for (Kafka's default: 15 minutes); a longer one is refused.
     pub transaction_max_timeout_ms: i32,
@@ -117,6 +123,8 @@ impl BrokerConfig {
             offsets_retention: std::time::Duration::from_secs(7 * 24 * 3600),
             producer_id_expiration: std::time::Duration::from_secs(24 * 3600),
             transaction_max_timeout_ms: 900_000,
+            transactional_id_expiration: std::time::Duration::from_secs(7 * 24 * 3600),
+            max_transactional_ids: 10_000,
             max_connections: 10_000,
             connections_max_idle_ms: 600_000,
             sasl_authenticate_within: crate::unauthenticated::AUTHENTICATE_WITHIN,

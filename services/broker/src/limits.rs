@@ -17,6 +17,14 @@ pub const MAX_TRANSACTIONAL_ID_BYTES: usize = 255;
 /// client id and a UUID): a longer one is answered INVALID_REQUEST.
 pub const MAX_MEMBER_ID_BYTES: usize = 512;
 
+/// The most consumer groups one tenant keeps state for (members, or committed offsets); a
+/// new group past it is answered POLICY_VIOLATION until idle ones expire.
+pub const MAX_GROUPS_PER_TENANT: usize = 10_000;
+
+/// The most members (and members waiting to rejoin with the id they were given) one group
+/// holds; one more is answered GROUP_MAX_SIZE_REACHED (Kafka's `group.max.size`).
+pub const MAX_MEMBERS_PER_GROUP: usize = 1000;
+
 /// The longest client id kept, in bytes: a longer one is cut to this length where the
 /// broker keeps it (group members, metric labels), as the request itself is bounded.
 pub const MAX_CLIENT_ID_BYTES: usize = 255;

@@ -330,3 +330,47 @@ fn a_client_cannot_make_every_record_a_segment_of_its_own() {
         0
     );
 }
+
+/// Transactional ids are bounded in length and in number per tenant, and idle ones expire
+/// (`transactional.id.expiration.ms`), giving their places back.
+#[test]
+fn transactional_ids_are_bounded_in_length_and_number_and_idle_ones_expire() {
+    use kafka_protocol::messages::{
+        InitProducerIdRequest, InitProducerIdResponse, TransactionalId,
+    };
+    let broker = TestBroker::start_with(|config| {
+        config.max_transactional_ids = 3;
+        config.transactional_id_expiration = Duration::from_secs(1);
+    });
+    let mut client = Client::connect(&broker);
+    let mut init = |id: &str| {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_string(id.to_owned()))))
+            .with_transaction_timeout_ms(10_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let answer: InitProducerIdResponse = client.call(22, 4, &request);
+        answer.error_code
+    };
+    assert_eq!(
+        init(&"t".repeat(256 * 1024)),
+        ResponseError::InvalidRequest.code()
+    );
+    for id in ["a", "b", "c"] {
+        assert_eq!(init(id), 0, "{id}");
+    }
+    assert_eq!(init("d"), ResponseError::PolicyViolation.code());
+    // An id already held is served as before.
+    assert_eq!(init("a"), 0);
+    // Idle ids expire within a second or two of the expiration, and "d" gets a place.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match init("d") {
+            0 => break,
+            code if code == ResponseError::PolicyViolation.code() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            other => panic!("InitProducerId of d: {other}"),
+        }
+    }
+}

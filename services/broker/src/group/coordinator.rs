@@ -206,7 +206,7 @@ impl Group {
 }
 
 /// What a JoinGroup request asks.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct JoinRequest {
     pub(crate) group_id: String,
     pub(crate) member_id: String,
@@ -267,9 +267,22 @@ impl Coordinator {
         let now = Instant::now();
         let (member_id, mut events) = {
             let mut groups = self.groups.lock();
+            if !groups.contains_key(&request.group_id)
+                && groups.len() >= crate::limits::MAX_GROUPS_PER_TENANT
+            {
+                return fail(ResponseError::PolicyViolation, &request.member_id);
+            }
             let group = groups
                 .entry(request.group_id.clone())
                 .or_insert_with(|| Group::new(now));
+            let newcomer = request.member_id.is_empty()
+                || !(group.members.contains_key(&request.member_id)
+                    || group.pending.contains_key(&request.member_id));
+            if newcomer
+                && group.members.len() + group.pending.len() >= crate::limits::MAX_MEMBERS_PER_GROUP
+            {
+                return fail(ResponseError::GroupMaxSizeReached, &request.member_id);
+            }
             if !group.members.is_empty()
                 && group.protocol_type.as_deref() != Some(request.protocol_type.as_str())
             {
@@ -717,5 +730,31 @@ mod tests {
             coordinator.check_commit("g", &a, first.generation),
             Err(ResponseError::IllegalGeneration)
         );
+    }
+
+    #[tokio::test]
+    async fn a_group_holds_a_bounded_number_of_members_and_a_tenant_of_groups() {
+        let coordinator = Coordinator::new(Duration::ZERO);
+        // KIP-394 joins without a member id each leave a pending member behind.
+        let mut first = join("crowded", "");
+        first.requires_known_member_id = true;
+        for _ in 0..crate::limits::MAX_MEMBERS_PER_GROUP {
+            let outcome = coordinator.join(first.clone()).await;
+            assert_eq!(outcome.error, Some(ResponseError::MemberIdRequired));
+        }
+        let outcome = coordinator.join(first.clone()).await;
+        assert_eq!(outcome.error, Some(ResponseError::GroupMaxSizeReached));
+
+        let coordinator = Coordinator::new(Duration::ZERO);
+        for i in 0..crate::limits::MAX_GROUPS_PER_TENANT {
+            let mut request = join(&format!("g{i}"), "");
+            request.requires_known_member_id = true;
+            let outcome = coordinator.join(request).await;
+            assert_eq!(outcome.error, Some(ResponseError::MemberIdRequired));
+        }
+        let mut request = join("one-more", "");
+        request.requires_known_member_id = true;
+        let outcome = coordinator.join(request).await;
+        assert_eq!(outcome.error, Some(ResponseError::PolicyViolation));
     }
 }

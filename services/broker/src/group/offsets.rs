@@ -585,6 +585,15 @@ impl OffsetStore {
             .collect()
     }
 
+    /// How many groups have committed here, and whether `group` is one of them.
+    pub(crate) fn group_count(&self, group: &str) -> (usize, bool) {
+        let state = self.state.read();
+        (
+            state.last_commit.len(),
+            state.last_commit.contains_key(group),
+        )
+    }
+
     /// Groups that have committed offsets.
     pub(crate) fn groups(&self) -> Vec<String> {
         let mut groups: Vec<String> = self

@@ -300,11 +300,22 @@ pub(crate) async fn offset_commit(
     version: i16,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.as_str();
-    let allowed = tenant.coordinator().check_commit(
-        group,
-        request.member_id.as_str(),
-        request.generation_id_or_member_epoch,
-    );
+    let allowed = tenant
+        .coordinator()
+        .check_commit(
+            group,
+            request.member_id.as_str(),
+            request.generation_id_or_member_epoch,
+        )
+        .and_then(|()| {
+            // A group new to the tenant's offsets takes a place among its groups.
+            let (groups, known) = tenant.offsets.group_count(group);
+            if known || groups < crate::limits::MAX_GROUPS_PER_TENANT {
+                Ok(())
+            } else {
+                Err(ResponseError::PolicyViolation)
+            }
+        });
     let mut commits = Vec::new();
     let mut topics = Vec::new();
     for topic in &request.topics {

@@ -58,6 +58,9 @@ pub(crate) enum TxnError {
     InvalidTimeout(i32),
     #[error("no producer id could be handed out: {0}")]
     ProducerIds(String),
+    /// The tenant holds as many transactional ids as it may (`max_transactional_ids`).
+    #[error("the tenant has {0} transactional ids, as many as it may hold")]
+    TooManyIds(usize),
     #[error(transparent)]
     Log(#[from] LogError),
     #[error("encoding the transaction state: {0}")]
@@ -78,6 +81,7 @@ impl TxnError {
             Self::InvalidState(_) => ResponseError::InvalidTxnState,
             Self::InvalidTimeout(_) => ResponseError::InvalidTransactionTimeout,
             Self::ProducerIds(_) => ResponseError::CoordinatorNotAvailable,
+            Self::TooManyIds(_) => ResponseError::PolicyViolation,
             Self::Log(_) | Self::Batch(_) => ResponseError::UnknownServerError,
         }
     }
@@ -279,6 +283,10 @@ impl TxnCoordinator {
         let now = now_ms();
         let meta = match self.meta(epoch, transactional_id)? {
             None => {
+                let held = self.state.lock().txns.len();
+                if held >= broker.config.max_transactional_ids {
+                    return Err(TxnError::TooManyIds(held));
+                }
                 let producer_id = broker
                     .producer_ids
                     .allocate()
@@ -616,6 +624,47 @@ impl TxnCoordinator {
                 ),
             }
         }
+        self.expire_idle(broker, epoch, now).await
+    }
+
+    /// Forgets the transactional ids with no transaction open that have not been used for
+    /// `transactional.id.expiration.ms` (Kafka's), with a tombstone in the state log, so a
+    /// tenant's ids do not pile up for ever.
+    async fn expire_idle(&self, broker: &Broker, epoch: i32, now: i64) -> Result<(), TxnError> {
+        let expiration = i64::try_from(broker.config.transactional_id_expiration.as_millis())
+            .unwrap_or(i64::MAX);
+        let idle = |meta: &TxnMeta| {
+            matches!(
+                meta.status,
+                TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort
+            ) && meta.last_update_ms.saturating_add(expiration) <= now
+        };
+        let ids: Vec<String> = self
+            .state
+            .lock()
+            .txns
+            .iter()
+            .filter(|(_, meta)| idle(meta))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let turn = Arc::clone(self.turns.lock().entry(id.clone()).or_default());
+            let Ok(_turn) = turn.try_lock_owned() else {
+                continue;
+            };
+            if self.meta(epoch, &id)?.filter(|meta| idle(meta)).is_none() {
+                continue;
+            }
+            match self.persist_record(broker, epoch, &id, None).await {
+                Ok(()) => {
+                    tracing::info!(transactional_id = %id, "expired an idle transactional id")
+                }
+                Err(TxnError::NotCoordinator) => return Err(TxnError::NotCoordinator),
+                Err(e) => {
+                    tracing::warn!(transactional_id = %id, error = %e, "failed to expire a transactional id")
+                }
+            }
+        }
         Ok(())
     }
 
@@ -647,10 +696,23 @@ impl TxnCoordinator {
         transactional_id: &str,
         meta: &TxnMeta,
     ) -> Result<(), TxnError> {
+        self.persist_record(broker, epoch, transactional_id, Some(meta))
+            .await
+    }
+
+    /// Writes a transactional id's state, or its tombstone (`None`: the id is forgotten),
+    /// as [`Self::persist`] says.
+    async fn persist_record(
+        &self,
+        broker: &Broker,
+        epoch: i32,
+        transactional_id: &str,
+        meta: Option<&TxnMeta>,
+    ) -> Result<(), TxnError> {
         let mut writer = BatchWriter::new();
         let key = state_record::encode_key(transactional_id);
-        let value = state_record::encode_value(meta);
-        writer.push(now_ms(), Some(&key), Some(&value), &[]);
+        let value = meta.map(state_record::encode_value);
+        writer.push(now_ms(), Some(&key), value.as_deref(), &[]);
         let mut batch = writer.finish(Compression::None, ProducerFields::NONE)?;
         if let Some(log) = &self.local {
             log.write().append(&mut batch, 0)?;
@@ -690,7 +752,14 @@ impl TxnCoordinator {
             // Loaded again since (leadership came back): what the log says stands.
             return Err(TxnError::NotCoordinator);
         }
-        state.txns.insert(transactional_id.to_owned(), meta.clone());
+        match meta {
+            Some(meta) => {
+                state.txns.insert(transactional_id.to_owned(), meta.clone());
+            }
+            None => {
+                state.txns.remove(transactional_id);
+            }
+        }
         Ok(())
     }
 }
