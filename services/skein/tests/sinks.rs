@@ -70,7 +70,7 @@ fn a_sink_made_with_one_request_fills_its_table_and_refuses_bad_definitions() {
     let dev = Dev::start_with(data.path(), None, &["--ops-listen", "127.0.0.1:0"]);
     let ops = ops_of(&dev);
     dev.create_topic("orders", 2);
-    dev.create_topic("orders-rejected", 1);
+    // The dead-letter topic does not exist yet: making the sink makes it.
 
     let sink = |table: &str, url: &str, columns: &[&str]| {
         json!({
@@ -262,4 +262,44 @@ fn a_sink_made_with_one_request_fills_its_table_and_refuses_bad_definitions() {
     eventually(&ops, "the deleted sink's series gone", |text| {
         !text.contains(r#"sink="orders_table""#)
     });
+
+    // A sink without a dead-letter topic, holding a record it cannot apply, says so: its
+    // state is `failing` and its last error names the record, and stays so while the
+    // worker is started again.
+    let strict = json!({
+        "name": "strict_orders",
+        "topics": ["orders"],
+        "database_url": target,
+        "table": "orders",
+        "mode": {
+            "kind": "columns",
+            "columns": [{"field": "item", "column": "item"}, {"field": "qty", "column": "qty"}],
+            "key_column": "id",
+        },
+    });
+    let (code, created) = admin(&dev, "POST", path, &strict.to_string());
+    assert_eq!(code, 201, "{created}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut failing_since = None;
+    loop {
+        let (_, body) = admin(&dev, "GET", &format!("{path}/strict_orders"), "");
+        let state = body["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match (&state[..], failing_since) {
+            ("failing", None) => {
+                let error = body["status"]["last_error"].as_str().unwrap_or_default();
+                assert!(error.contains("does not fit"), "{body}");
+                failing_since = Some(Instant::now());
+            }
+            // Past two restarts of the worker, it still says so.
+            ("failing", Some(since)) if since.elapsed() > Duration::from_secs(9) => break,
+            ("failing", Some(_)) => {}
+            (other, Some(_)) => panic!("a failing sink said {other}: {body}"),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "{body}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }

@@ -81,7 +81,8 @@ pub struct SinkPartitionBody {
 /// How a sink is doing.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SinkStatus {
-    /// `running` or `paused`.
+    /// `running`; `failing` while a worker has stopped on the error in `last_error` (it
+    /// is started again every few seconds); or `paused`.
     pub state: String,
     /// Rows its current workers applied since they started.
     pub rows_applied: i64,
@@ -176,6 +177,32 @@ fn refused(error: SinkError) -> Problem {
     }
 }
 
+/// Makes a sink's dead-letter topic: one partition, the cluster's default replication.
+async fn create_dead_letter_topic(
+    state: &AdminState,
+    tenant: &str,
+    topic: &str,
+) -> Result<(), Problem> {
+    let Some(topics) = &state.topics else {
+        return Err(unprocessable(format!(
+            "tenant {tenant} has no topic {topic} to take dead letters, and this control \
+             plane cannot make one; create it first"
+        )));
+    };
+    match topics
+        .create(tenant, topic, 1, 1, std::collections::BTreeMap::new())
+        .await
+    {
+        Ok(_)
+        | Err(crate::topic_ops::TopicOpError::Catalog(
+            skein_catalog::CatalogError::AlreadyExists { .. },
+        )) => Ok(()),
+        Err(e) => Err(unprocessable(format!(
+            "the dead-letter topic {topic} does not exist and could not be made: {e}"
+        ))),
+    }
+}
+
 async fn body(state: &AdminState, tenant: &str, record: SinkRecord) -> Result<SinkBody, Problem> {
     let spec: SinkSpec = serde_json::from_str(&record.spec).map_err(|e| {
         Problem::new(
@@ -191,7 +218,14 @@ async fn body(state: &AdminState, tenant: &str, record: SinkRecord) -> Result<Si
         .max_by_key(|r| r.reported_at)
         .and_then(|r| r.last_error.clone());
     let status = SinkStatus {
-        state: if record.paused { "paused" } else { "running" }.to_owned(),
+        state: if record.paused {
+            "paused"
+        } else if last_error.is_some() {
+            "failing"
+        } else {
+            "running"
+        }
+        .to_owned(),
         rows_applied: reports.iter().map(|r| r.rows_applied).sum(),
         rows_per_sec: reports.iter().map(|r| r.rows_per_sec).sum(),
         dead_lettered: reports.iter().map(|r| r.dead_lettered).sum(),
@@ -273,7 +307,7 @@ pub async fn create(
     };
     let spec = spec_of(&request);
     spec.validate().map_err(refused)?;
-    for topic in spec.topics.iter().chain(&spec.dead_letter_topic) {
+    for topic in &spec.topics {
         if state.catalog.topic(&owner.id, topic).await.is_err() {
             return Err(unprocessable(format!(
                 "tenant {tenant} has no topic {topic}"
@@ -301,6 +335,14 @@ pub async fn create(
     let checked = prepare(&pool, &spec).await;
     pool.close().await;
     checked.map_err(refused)?;
+    // A dead-letter topic that does not exist yet is made, with one partition, once the
+    // rest of the definition holds.
+    if let Some(dlq) = &spec.dead_letter_topic {
+        if state.catalog.topic(&owner.id, dlq).await.is_err() {
+            create_dead_letter_topic(&state, &tenant, dlq).await?;
+            tracing::info!(%tenant, topic = %dlq, by = %admin.subject, "created a sink's dead-letter topic");
+        }
+    }
     let id = skein_catalog::Catalog::new_sink_id();
     let sealed = key
         .seal(&id, url)

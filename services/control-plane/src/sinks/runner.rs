@@ -70,9 +70,35 @@ struct Running {
     reported: Mutex<Rates>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: JoinHandle<()>,
+    /// The error its predecessor stopped on, shown (the sink `failing`) until this worker
+    /// applies a row or has run [`RECOVERED_AFTER`] without failing.
+    inherited_error: Mutex<Option<String>>,
+    started: Instant,
 }
 
+/// How long a worker started again after a failure runs without failing before its sink
+/// counts as recovered, when it has no record to apply meanwhile.
+const RECOVERED_AFTER: Duration = Duration::from_secs(60);
+
 impl Running {
+    /// The error to report: this worker's own, else the one it inherited while it has not
+    /// shown it is past it.
+    fn last_error(&self) -> Option<String> {
+        if let Some(own) = self.stats.last_error.lock().clone() {
+            return Some(own);
+        }
+        let mut inherited = self.inherited_error.lock();
+        let rows = self.stats.rows.load(std::sync::atomic::Ordering::Relaxed)
+            + self
+                .stats
+                .dead_lettered
+                .load(std::sync::atomic::Ordering::Relaxed);
+        if rows > 0 || self.started.elapsed() >= RECOVERED_AFTER {
+            *inherited = None;
+        }
+        inherited.clone()
+    }
+
     async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -102,8 +128,9 @@ pub async fn run(
 ) {
     tokio::pin!(stop);
     let mut running: HashMap<String, Running> = HashMap::new();
-    // When a sink's worker last ended, so a failing one is restarted at a bounded pace.
-    let mut ended: HashMap<String, Instant> = HashMap::new();
+    // When a sink's worker last ended, and on what error, so a failing one is restarted at
+    // a bounded pace and its sink shows as failing meanwhile.
+    let mut ended: HashMap<String, (Instant, Option<String>)> = HashMap::new();
     let mut ticks = tokio::time::interval(config.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -125,7 +152,7 @@ async fn tick(
     catalog: &Catalog,
     config: &SinkRunnerConfig,
     running: &mut HashMap<String, Running>,
-    ended: &mut HashMap<String, Instant>,
+    ended: &mut HashMap<String, (Instant, Option<String>)>,
 ) -> Result<(), skein_catalog::CatalogError> {
     catalog.sink_worker_heartbeat(&config.worker).await?;
     let since = now_ms() - config.worker_ttl.as_millis() as i64;
@@ -179,7 +206,7 @@ async fn tick(
         if !keep {
             if let Some(worker) = running.remove(&id) {
                 if worker.task.is_finished() {
-                    ended.insert(id.clone(), Instant::now());
+                    ended.insert(id.clone(), (Instant::now(), worker.last_error()));
                 }
                 report(catalog, config, &id, &worker).await;
                 config.metrics.forget_lag(&worker.labels);
@@ -193,11 +220,12 @@ async fn tick(
         }
         if ended
             .get(&id)
-            .is_some_and(|at| at.elapsed() < Duration::from_secs(3))
+            .is_some_and(|(at, _)| at.elapsed() < Duration::from_secs(3))
         {
             continue;
         }
-        running.insert(id, start(catalog, config, tenant, record, share));
+        let inherited = ended.remove(&id).and_then(|(_, error)| error);
+        running.insert(id, start(catalog, config, tenant, record, share, inherited));
     }
     for (id, worker) in running.iter() {
         report(catalog, config, id, worker).await;
@@ -215,6 +243,7 @@ fn start(
     tenant: String,
     record: SinkRecord,
     share: Share,
+    inherited_error: Option<String>,
 ) -> Running {
     let labels = config.metrics.labels(&tenant, &record.name);
     let stats = Arc::new(SinkStats::timed(
@@ -246,6 +275,8 @@ fn start(
         reported: Mutex::new(BTreeMap::new()),
         stop: Some(stop),
         task,
+        inherited_error: Mutex::new(inherited_error),
+        started: Instant::now(),
     }
 }
 
@@ -384,7 +415,7 @@ async fn report(catalog: &Catalog, config: &SinkRunnerConfig, sink_id: &str, wor
     let positions = worker.stats.positions.lock().clone();
     let log_ends = worker.log_ends.lock().clone();
     let counts = worker.stats.counts.lock().clone();
-    let last_error = worker.stats.last_error.lock().clone();
+    let last_error = worker.last_error();
     {
         use std::sync::atomic::Ordering;
         let rows = worker.stats.rows.load(Ordering::Relaxed);
