@@ -60,8 +60,10 @@ pub struct BrokerConfig {
     /// `connections.max.idle.ms`: a connection that sends no request for this long is closed.
     pub connections_max_idle_ms: u64,
     /// The floors the topic configs a client sets are held to (CreateTopics, AlterConfigs,
-    /// IncrementalAlterConfigs); the admin API, an operator's, is not held to them.
-    pub client_topic_floors: crate::limits::TopicConfigFloors,
+    /// IncrementalAlterConfigs), if any; the admin API, an operator's, is not held to them.
+    /// A broker serving every tenant, whose volume they share, holds its clients to
+    /// [`crate::limits::TopicConfigFloors::default`]; a tenant's own broker to none.
+    pub client_topic_floors: Option<crate::limits::TopicConfigFloors>,
     /// How long a connection to a SASL listener may take to authenticate before it is
     /// closed ([`crate::unauthenticated::AUTHENTICATE_WITHIN`] by default).
     pub sasl_authenticate_within: std::time::Duration,
@@ -128,7 +130,7 @@ impl BrokerConfig {
             max_connections: 10_000,
             connections_max_idle_ms: 600_000,
             sasl_authenticate_within: crate::unauthenticated::AUTHENTICATE_WITHIN,
-            client_topic_floors: crate::limits::TopicConfigFloors::default(),
+            client_topic_floors: None,
             unauthenticated_acl_changes: false,
             auto_create_topics: true,
             default_partitions: 1,

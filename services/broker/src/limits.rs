@@ -29,9 +29,9 @@ pub const MAX_MEMBERS_PER_GROUP: usize = 1000;
 /// broker keeps it (group members, metric labels), as the request itself is bounded.
 pub const MAX_CLIENT_ID_BYTES: usize = 255;
 
-/// The floors a client's topic configs are held to (`BrokerConfig::client_topic_floors`):
-/// a topic that rolls a segment for every record fills the volume every tenant shares with
-/// files, so `segment.ms` and `segment.bytes` below these are refused (POLICY_VIOLATION),
+/// The floors a client's topic configs are held to on a broker serving every tenant
+/// (`BrokerConfig::client_topic_floors`): a topic that rolls a segment for every record
+/// fills the volume every tenant shares with files, so `segment.ms` and `segment.bytes` below these are refused (POLICY_VIOLATION),
 /// as Confluent Cloud holds `segment.ms` to 10 minutes at least.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicConfigFloors {

@@ -290,7 +290,10 @@ fn before_authentication_a_connection_holds_little_and_not_for_long() {
 fn a_client_cannot_make_every_record_a_segment_of_its_own() {
     use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
     use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
-    let broker = TestBroker::start();
+    // As a broker serving every tenant holds its clients (`skein broker` without --tenant).
+    let broker = TestBroker::start_with(|config| {
+        config.client_topic_floors = Some(skein_broker::limits::TopicConfigFloors::default());
+    });
     let mut client = Client::connect(&broker);
     let create = |client: &mut Client, topic: &str, configs: &[(&str, &str)]| {
         let request = CreateTopicsRequest::default()

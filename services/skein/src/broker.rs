@@ -58,12 +58,15 @@ pub(crate) fn run(args: BrokerArgs) -> anyhow::Result<()> {
 async fn serve(args: BrokerArgs) -> anyhow::Result<()> {
     let crate::listener_args::Bound {
         listener,
-        config,
+        mut config,
         extra,
     } = args.listener.bind().await?;
     let address = listener.local_addr()?;
     let ops_listener = args.ops.bind().await?;
     if args.tenant.is_none() {
+        // Every tenant's topics share this broker's volume: no client's topic configs may
+        // make every record a segment of its own.
+        config.client_topic_floors = Some(skein_broker::limits::TopicConfigFloors::default());
         // Serving every tenant, a client's tenant comes from its authentication alone, and
         // other brokers prove they are brokers.
         if let Some((_, info)) = extra

@@ -177,7 +177,11 @@ async fn create_topic(
     if let Err(e) = skein_log::topic_config::settings(&broker.replicas.defaults(), &overrides) {
         return refuse(ResponseError::InvalidConfig, e.to_string());
     }
-    if let Some(message) = broker.config.client_topic_floors.refusal(&overrides) {
+    if let Some(message) = broker
+        .config
+        .client_topic_floors
+        .and_then(|floors| floors.refusal(&overrides))
+    {
         return refuse(ResponseError::PolicyViolation, message);
     }
     if validate_only {

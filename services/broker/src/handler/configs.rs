@@ -554,7 +554,11 @@ async fn store_overrides(
     let broker = call.broker;
     topic_config::settings(&broker.replicas.defaults(), &overrides)
         .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
-    if let Some(message) = broker.config.client_topic_floors.refusal(&overrides) {
+    if let Some(message) = broker
+        .config
+        .client_topic_floors
+        .and_then(|floors| floors.refusal(&overrides))
+    {
         return Err((ResponseError::PolicyViolation, message));
     }
     if validate_only {
