@@ -83,6 +83,35 @@ impl Catalog {
         self.sink(tenant_id, name).await
     }
 
+    /// Replaces a sink's definition and sealed target; its `updated_at` moves, which tells
+    /// the runners to start its workers over.
+    pub async fn update_sink(
+        &self,
+        tenant_id: &str,
+        name: &str,
+        spec: &str,
+        target_sealed: &str,
+    ) -> Result<SinkRecord> {
+        let changed = sqlx::query(
+            "UPDATE sinks SET spec = $3, target_sealed = $4, updated_at = $5 \
+             WHERE tenant_id = $1 AND name = $2",
+        )
+        .bind(tenant_id)
+        .bind(name)
+        .bind(spec)
+        .bind(target_sealed)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        if changed.rows_affected() == 0 {
+            return Err(CatalogError::NotFound {
+                what: "sink",
+                name: name.to_owned(),
+            });
+        }
+        self.sink(tenant_id, name).await
+    }
+
     /// A tenant's sink by name.
     pub async fn sink(&self, tenant_id: &str, name: &str) -> Result<SinkRecord> {
         let row = sqlx::query(&format!(

@@ -302,4 +302,39 @@ fn a_sink_made_with_one_request_fills_its_table_and_refuses_bad_definitions() {
         assert!(Instant::now() < deadline, "{body}");
         std::thread::sleep(Duration::from_millis(250));
     }
+
+    // Edited: a change the target cannot take is refused and changes nothing; a dead-letter
+    // topic that does not exist yet is made, and the sink goes past the record.
+    let strict_path = format!("{path}/strict_orders");
+    let (code, problem) = admin(&dev, "PATCH", &strict_path, r#"{"table":"nowhere"}"#);
+    assert_eq!(code, 422, "{problem}");
+    let (_, unchanged) = admin(&dev, "GET", &strict_path, "");
+    assert_eq!(unchanged["table"], "orders", "{unchanged}");
+    let (code, edited) = admin(
+        &dev,
+        "PATCH",
+        &strict_path,
+        r#"{"dead_letter_topic":"strict-rejected"}"#,
+    );
+    assert_eq!(code, 200, "{edited}");
+    assert_eq!(edited["dead_letter_topic"], "strict-rejected");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = admin(&dev, "GET", &strict_path, "");
+        if body["status"]["state"] == "running" && body["status"]["dead_lettered"] == json!(1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{body}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let (code, text) = common::http(
+        &dev.rest,
+        "GET",
+        "/v1/topics/strict-rejected/partitions/0/records?offset=earliest&value_format=string",
+        Some(&dev.dev_token),
+        "",
+    );
+    assert_eq!(code, 200, "{text}");
+    let letters: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(letters["records"][0]["key"], "o3", "{letters}");
 }

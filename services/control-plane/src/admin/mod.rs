@@ -96,6 +96,7 @@ pub struct ListMetadata {
         sinks::list,
         sinks::create,
         sinks::get,
+        sinks::update,
         sinks::pause,
         sinks::resume,
         sinks::delete,
@@ -276,7 +277,7 @@ pub fn admin_router(state: AdminState) -> Router {
         )
         .route(
             &format!("{tenant}/sinks/{{sink}}"),
-            get(sinks::get).delete(sinks::delete),
+            get(sinks::get).patch(sinks::update).delete(sinks::delete),
         )
         .route(
             &format!("{tenant}/sinks/{{sink}}/pause"),

@@ -122,23 +122,27 @@ fn spec_of(request: &CreateSink) -> SinkSpec {
         name: request.name.clone(),
         topics: request.topics.clone(),
         table: request.table.clone(),
-        mode: match &request.mode {
-            SinkMode::Envelope => Mode::Envelope,
-            SinkMode::Columns {
-                columns,
-                key_column,
-            } => Mode::Columns {
-                columns: columns
-                    .iter()
-                    .map(|c| ColumnMapping {
-                        field: c.field.clone(),
-                        column: c.column.clone(),
-                    })
-                    .collect(),
-                key_column: key_column.clone(),
-            },
-        },
+        mode: mode_from(&request.mode),
         dead_letter_topic: request.dead_letter_topic.clone(),
+    }
+}
+
+fn mode_from(mode: &SinkMode) -> Mode {
+    match mode {
+        SinkMode::Envelope => Mode::Envelope,
+        SinkMode::Columns {
+            columns,
+            key_column,
+        } => Mode::Columns {
+            columns: columns
+                .iter()
+                .map(|c| ColumnMapping {
+                    field: c.field.clone(),
+                    column: c.column.clone(),
+                })
+                .collect(),
+            key_column: key_column.clone(),
+        },
     }
 }
 
@@ -175,6 +179,131 @@ fn refused(error: SinkError) -> Problem {
         ),
         other => unprocessable(other.to_string()),
     }
+}
+
+/// Checks a sink's definition and target as a sink is made or changed: its topics are the
+/// tenant's, the dead-letter topic is none of them, the URL is a PostgreSQL one the sink may
+/// reach, the target table takes the rows; then makes a missing dead-letter topic.
+async fn check(
+    state: &AdminState,
+    admin: &Admin,
+    tenant: &str,
+    tenant_id: &str,
+    spec: &SinkSpec,
+    url: &str,
+) -> Result<(), Problem> {
+    spec.validate().map_err(refused)?;
+    for topic in &spec.topics {
+        if state.catalog.topic(tenant_id, topic).await.is_err() {
+            return Err(unprocessable(format!(
+                "tenant {tenant} has no topic {topic}"
+            )));
+        }
+    }
+    if spec
+        .dead_letter_topic
+        .as_ref()
+        .is_some_and(|dlq| spec.topics.contains(dlq))
+    {
+        return Err(unprocessable(
+            "the dead-letter topic cannot be one the sink consumes",
+        ));
+    }
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) || url.len() > 4096 {
+        return Err(unprocessable(
+            "database_url must be a postgres:// or postgresql:// URL",
+        ));
+    }
+    let pool = connect_target(url, 1, &state.sink_targets)
+        .await
+        .map_err(refused)?;
+    let checked = prepare(&pool, spec).await;
+    pool.close().await;
+    checked.map_err(refused)?;
+    // A dead-letter topic that does not exist yet is made, with one partition, once the
+    // rest of the definition holds.
+    if let Some(dlq) = &spec.dead_letter_topic {
+        if state.catalog.topic(tenant_id, dlq).await.is_err() {
+            create_dead_letter_topic(state, tenant, dlq).await?;
+            tracing::info!(%tenant, topic = %dlq, by = %admin.subject, "created a sink's dead-letter topic");
+        }
+    }
+    Ok(())
+}
+
+/// The sink key, without which no sink is made or changed.
+fn sink_key(state: &AdminState) -> Result<&Arc<crate::sinks::SinkKey>, Problem> {
+    state.sink_key.as_ref().ok_or_else(|| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "sinks-unavailable",
+            "this control plane has no sink key (--sink-secret-file), so it cannot keep a \
+             sink's database URL",
+        )
+    })
+}
+
+fn internal(e: impl std::fmt::Display) -> Problem {
+    Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+}
+
+/// Changes to a sink: each field given replaces the sink's own, and the rest stay.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSink {
+    pub topics: Option<Vec<String>>,
+    /// A new target; stored encrypted and never returned.
+    pub database_url: Option<String>,
+    pub table: Option<String>,
+    pub mode: Option<SinkMode>,
+    /// A topic for records that do not fit (made if it does not exist); an empty string
+    /// removes the sink's.
+    pub dead_letter_topic: Option<String>,
+}
+
+/// Change a sink: checked against its target as when it was made, then its workers start
+/// over on the new definition, from the positions stored in the target database.
+#[utoipa::path(patch, operation_id = "update_sink", path = "/v1/tenants/{tenant}/sinks/{sink}", tag = "sinks",
+    params(("tenant" = String, Path, description = "Tenant name"), ("sink" = String, Path, description = "Sink name")),
+    request_body = UpdateSink,
+    responses((status = 200, body = SinkBody), (status = 400, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem), (status = 503, body = Problem)))]
+pub async fn update(
+    State(state): State<Arc<AdminState>>,
+    admin: Admin,
+    Path((tenant, sink)): Path<(String, String)>,
+    ApiJson(request): ApiJson<UpdateSink>,
+) -> Result<Json<SinkBody>, Problem> {
+    let owner = find(&state, &tenant).await?;
+    let key = sink_key(&state)?;
+    let record = state.catalog.sink(&owner.id, &sink).await?;
+    let mut spec: SinkSpec = serde_json::from_str(&record.spec).map_err(internal)?;
+    if let Some(topics) = request.topics {
+        spec.topics = topics;
+    }
+    if let Some(table) = request.table {
+        spec.table = table;
+    }
+    if let Some(mode) = &request.mode {
+        spec.mode = mode_from(mode);
+    }
+    if let Some(dlq) = request.dead_letter_topic {
+        spec.dead_letter_topic = Some(dlq).filter(|t| !t.is_empty());
+    }
+    let url = match request.database_url {
+        Some(url) => url,
+        None => key
+            .open(&record.id, &record.target_sealed)
+            .map_err(internal)?,
+    };
+    check(&state, &admin, &tenant, &owner.id, &spec, &url).await?;
+    let sealed = key.seal(&record.id, &url).map_err(internal)?;
+    let stored_spec = serde_json::to_string(&spec).map_err(internal)?;
+    let updated = state
+        .catalog
+        .update_sink(&owner.id, &sink, &stored_spec, &sealed)
+        .await?;
+    tracing::info!(%tenant, %sink, by = %admin.subject, "changed sink");
+    Ok(Json(body(&state, &tenant, updated).await?))
 }
 
 /// Makes a sink's dead-letter topic: one partition, the cluster's default replication.
@@ -297,58 +426,20 @@ pub async fn create(
     ApiJson(request): ApiJson<CreateSink>,
 ) -> Result<(StatusCode, Json<SinkBody>), Problem> {
     let owner = find(&state, &tenant).await?;
-    let Some(key) = &state.sink_key else {
-        return Err(Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "sinks-unavailable",
-            "this control plane has no sink key (--sink-secret-file), so it cannot keep a \
-             sink's database URL",
-        ));
-    };
+    let key = sink_key(&state)?;
     let spec = spec_of(&request);
-    spec.validate().map_err(refused)?;
-    for topic in &spec.topics {
-        if state.catalog.topic(&owner.id, topic).await.is_err() {
-            return Err(unprocessable(format!(
-                "tenant {tenant} has no topic {topic}"
-            )));
-        }
-    }
-    if spec
-        .dead_letter_topic
-        .as_ref()
-        .is_some_and(|dlq| spec.topics.contains(dlq))
-    {
-        return Err(unprocessable(
-            "the dead-letter topic cannot be one the sink consumes",
-        ));
-    }
-    let url = &request.database_url;
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) || url.len() > 4096 {
-        return Err(unprocessable(
-            "database_url must be a postgres:// or postgresql:// URL",
-        ));
-    }
-    let pool = connect_target(url, 1, &state.sink_targets)
-        .await
-        .map_err(refused)?;
-    let checked = prepare(&pool, &spec).await;
-    pool.close().await;
-    checked.map_err(refused)?;
-    // A dead-letter topic that does not exist yet is made, with one partition, once the
-    // rest of the definition holds.
-    if let Some(dlq) = &spec.dead_letter_topic {
-        if state.catalog.topic(&owner.id, dlq).await.is_err() {
-            create_dead_letter_topic(&state, &tenant, dlq).await?;
-            tracing::info!(%tenant, topic = %dlq, by = %admin.subject, "created a sink's dead-letter topic");
-        }
-    }
+    check(
+        &state,
+        &admin,
+        &tenant,
+        &owner.id,
+        &spec,
+        &request.database_url,
+    )
+    .await?;
     let id = skein_catalog::Catalog::new_sink_id();
-    let sealed = key
-        .seal(&id, url)
-        .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    let stored_spec = serde_json::to_string(&spec)
-        .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let sealed = key.seal(&id, &request.database_url).map_err(internal)?;
+    let stored_spec = serde_json::to_string(&spec).map_err(internal)?;
     let record = state
         .catalog
         .create_sink(&id, &owner.id, &spec.name, &stored_spec, &sealed)

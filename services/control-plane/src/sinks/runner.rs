@@ -74,6 +74,8 @@ struct Running {
     /// applies a row or has run [`RECOVERED_AFTER`] without failing.
     inherited_error: Mutex<Option<String>>,
     started: Instant,
+    /// The definition's `updated_at` it runs: a changed sink's workers start over.
+    updated_at: i64,
 }
 
 /// How long a worker started again after a failure runs without failing before its sink
@@ -198,8 +200,10 @@ async fn tick(
     let ids: Vec<String> = running.keys().cloned().collect();
     for id in ids {
         let keep = match (desired.get(&id), running.get(&id)) {
-            (Some((_, _, share)), Some(worker)) => {
-                *share == worker.share && !worker.task.is_finished()
+            (Some((_, record, share)), Some(worker)) => {
+                *share == worker.share
+                    && !worker.task.is_finished()
+                    && worker.updated_at == record.updated_at
             }
             _ => false,
         };
@@ -246,6 +250,7 @@ fn start(
     inherited_error: Option<String>,
 ) -> Running {
     let labels = config.metrics.labels(&tenant, &record.name);
+    let updated_at = record.updated_at;
     let stats = Arc::new(SinkStats::timed(
         config.metrics.transaction_histogram(&labels),
     ));
@@ -277,6 +282,7 @@ fn start(
         task,
         inherited_error: Mutex::new(inherited_error),
         started: Instant::now(),
+        updated_at,
     }
 }
 
