@@ -60,6 +60,16 @@ impl<'a> Call<'a> {
         self.session.is_cluster()
     }
 
+    /// Whether the request may speak as follower `replica`: it comes from another broker,
+    /// and that broker's credential names `replica` (or any node).
+    pub(crate) fn is_follower(&self, replica: i32) -> bool {
+        self.is_from_broker()
+            && self
+                .session
+                .broker_node()
+                .is_none_or(|node| node == replica)
+    }
+
     /// The tenant the request acts for, by name ([`Broker::tenant_of`]).
     pub(crate) fn tenant_name(&self) -> Option<&str> {
         self.broker.tenant_of(&self.scope)

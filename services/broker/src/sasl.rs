@@ -67,6 +67,9 @@ pub(crate) struct Authenticated {
     pub verified_at: Instant,
     /// When a token's session ends (its `exp`); `None` for an API key.
     pub expires_at: Option<std::time::SystemTime>,
+    /// The node another broker's credential is for: a follower's fetch of such a session
+    /// must name it. `None` for clients, and for a credential of any node.
+    pub node: Option<i32>,
 }
 
 /// How long a key the controller accepted may be missing from the broker's list of keys in
@@ -180,6 +183,14 @@ impl Session {
     /// verification), whatever the listener.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(&*self.state.lock(), SaslState::Authenticated(who) if who.trusted && who.tenant.is_none())
+    }
+
+    /// The node another broker's session speaks for, when its credential names one.
+    pub(crate) fn broker_node(&self) -> Option<i32> {
+        match &*self.state.lock() {
+            SaslState::Authenticated(who) if who.trusted && who.tenant.is_none() => who.node,
+            _ => None,
+        }
     }
 
     /// Whether the session is held to no ACLs: another broker, or a gateway.
@@ -339,6 +350,7 @@ pub(crate) async fn authenticate_token(
         key_id: String::new(),
         verified_at: Instant::now(),
         expires_at: std::time::UNIX_EPOCH.checked_add(Duration::from_secs(exp)),
+        node: None,
     })
 }
 
@@ -489,6 +501,7 @@ impl KeyChecker {
                     key_id: credentials.key_id.to_owned(),
                     verified_at: *at,
                     expires_at: None,
+                    node: None,
                 });
             }
         }
@@ -515,6 +528,7 @@ impl KeyChecker {
             key_id: credentials.key_id.to_owned(),
             verified_at: Instant::now(),
             expires_at: None,
+            node: None,
         })
     }
 }
@@ -613,6 +627,7 @@ impl KeyChecker {
             key_id: String::new(),
             verified_at: Instant::now(),
             expires_at,
+            node: peer.node,
         })
     }
 
@@ -833,6 +848,7 @@ mod tests {
             key_id: "k3".to_owned(),
             verified_at,
             expires_at: None,
+            node: None,
         };
         assert!(who(Instant::now()).still_valid(&checker));
         let long_ago = Instant::now().checked_sub(NEW_KEY_GRACE * 2);

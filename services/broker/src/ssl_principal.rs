@@ -281,6 +281,7 @@ pub(crate) fn authenticate(
         key_id: String::new(),
         verified_at: Instant::now(),
         expires_at: Some(expires_at),
+        node: None,
     })
 }
 

@@ -1013,6 +1013,7 @@ impl Controller for ControllerService {
             tenants: peer.caller.tenants,
             expires_at: peer.expires_at,
             role: peer.caller.role.name().to_owned(),
+            node: peer.caller.node,
         }))
     }
 

@@ -5,7 +5,8 @@
 //! refused whole and leaves no fetch session behind, so the next consumer Fetch has none to
 //! read globex's records through; WriteTxnMarkers writes no marker; OffsetForLeaderEpoch as
 //! a follower is refused. The broker's paths and inter-broker address are not shown to the
-//! tenant. Another broker, presenting its controller credential, is served.
+//! tenant. Another broker, presenting its controller credential, is served, as the node its
+//! credential names.
 
 #![allow(clippy::unwrap_used)]
 
@@ -236,4 +237,20 @@ fn a_tenants_client_is_served_no_inter_broker_api_and_reads_nothing_of_another_t
         ![0, 29, 31, 100].contains(&code),
         "a broker's fetch of a partition it holds no replica of: {code}"
     );
+
+    // A broker whose credential names its node fetches as that node only.
+    let minted = std::process::Command::new(SKEIN)
+        .args(["controller-token", "--role", "broker", "--tenant", "*"])
+        .args(["--node", "7", "--secret-file"])
+        .arg(controller_secret_file())
+        .output()
+        .unwrap();
+    assert!(minted.status.success(), "{minted:?}");
+    let node_7 = String::from_utf8(minted.stdout).unwrap();
+    let mut peer = RawKafka::connect(&internal);
+    assert_eq!(peer.authenticate("skein-broker", node_7.trim()), 0);
+    let answer = fetch(&mut peer, topic_id, 2, 0, -1);
+    assert_eq!(answer.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    let answer = fetch(&mut peer, topic_id, 7, 0, -1);
+    assert_eq!(answer.error_code, 0);
 }

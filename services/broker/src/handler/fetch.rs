@@ -46,9 +46,9 @@ fn follower_of(request: &FetchRequest) -> Option<i32> {
 pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchResponse {
     let (broker, access, version, scope) = (call.broker, call.access(), call.version, &call.scope);
     let follower = follower_of(&request);
-    // A follower's fetch comes from another broker or is refused whole, before any session
-    // is opened, changed or closed.
-    if follower.is_some() && !call.is_from_broker() {
+    // A follower's fetch comes from another broker, as the node its credential names, or is
+    // refused whole, before any session is opened, changed or closed.
+    if follower.is_some_and(|replica| !call.is_follower(replica)) {
         return FetchResponse::default()
             .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }

@@ -24,7 +24,7 @@ pub(crate) fn handle(
     let (broker, access, scope) = (call.broker, call.access(), &call.scope);
     let replica = request.replica_id.0;
     // A consumer needs DESCRIBE on the topic; a follower must be another broker.
-    let replica_allowed = replica < 0 || call.is_from_broker();
+    let replica_allowed = replica < 0 || call.is_follower(replica);
     let topics = request
         .topics
         .into_iter()

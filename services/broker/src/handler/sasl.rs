@@ -148,6 +148,7 @@ impl Api for SaslAuthenticate {
                             key_id: session_id,
                             verified_at: std::time::Instant::now(),
                             expires_at: None,
+                            node: None,
                         };
                         accept(call, who, previous, mechanism, server_final.into_bytes())
                     }
