@@ -377,3 +377,114 @@ fn transactional_ids_are_bounded_in_length_and_number_and_idle_ones_expire() {
         }
     }
 }
+
+/// Commits `offset` with `metadata` for `group` on partitions 0..`partitions` of `topic`
+/// (from outside the group's generation); answers each partition's error code.
+fn commit(
+    client: &mut Client,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+    offset: i64,
+    metadata: &str,
+) -> Vec<i16> {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetCommitResponse};
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(name(topic))
+            .with_partitions(
+                (0..partitions)
+                    .map(|p| {
+                        OffsetCommitRequestPartition::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(offset)
+                            .with_committed_metadata(Some(StrBytes::from_string(
+                                metadata.to_owned(),
+                            )))
+                    })
+                    .collect(),
+            )]);
+    let answer: OffsetCommitResponse = client.call(8, 8, &request);
+    answer.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .collect()
+}
+
+/// `group`'s committed offset and metadata of partition 0 of `topic`.
+fn committed(client: &mut Client, group: &str, topic: &str) -> (i64, String) {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(name(topic))
+            .with_partition_indexes(vec![0])]));
+    let answer: OffsetFetchResponse = client.call(9, 7, &request);
+    let partition = &answer.topics[0].partitions[0];
+    (
+        partition.committed_offset,
+        partition
+            .metadata
+            .as_ref()
+            .map_or(String::new(), |m| m.as_str().to_owned()),
+    )
+}
+
+/// Client-chosen commit sizes cost the broker nothing past the bounds, and what was
+/// acknowledged comes back exactly after a restart, under the key it was written with.
+#[test]
+fn commits_are_bounded_and_a_restart_rebuilds_exactly_what_was_acknowledged() {
+    let mut broker = TestBroker::start();
+    broker.create_topic("secret", 8);
+    let mut client = Client::connect(&broker);
+
+    // 150 commits of 8 x 120 KiB metadata: each refused, and the broker holds none of it.
+    let before = rss_kib();
+    let big = "m".repeat(120 * 1024);
+    for i in 0..150 {
+        let codes = commit(&mut client, &format!("g{i}"), "secret", 8, 1, &big);
+        assert!(
+            codes
+                .iter()
+                .all(|c| *c == ResponseError::OffsetMetadataTooLarge.code()),
+            "{codes:?}"
+        );
+    }
+    let grown = rss_kib().saturating_sub(before);
+    assert!(grown < 64 * 1024, "the broker grew by {grown} KiB");
+
+    // What is acknowledged: a commit at the metadata bound, under the longest group id.
+    let longest = "g".repeat(skein_broker::limits::MAX_GROUP_ID_BYTES);
+    let at_bound = "x".repeat(skein_broker::limits::OFFSET_METADATA_MAX_BYTES);
+    assert_eq!(
+        commit(&mut client, &longest, "secret", 1, 40, &at_bound),
+        [0]
+    );
+    assert_eq!(commit(&mut client, "payroll", "secret", 1, 5, ""), [0]);
+    // Refused, and so never written: 40,000 bytes of metadata, and a 64 KiB group id whose
+    // length an i16 would wrap into another group's key.
+    assert_eq!(
+        commit(&mut client, "payroll", "secret", 1, 9, &"y".repeat(40_000)),
+        [ResponseError::OffsetMetadataTooLarge.code()]
+    );
+    let crafted = format!("{}payroll", "z".repeat(65_536));
+    assert_eq!(
+        commit(&mut client, &crafted, "secret", 1, 777, ""),
+        [ResponseError::InvalidGroupId.code()]
+    );
+
+    broker.restart();
+    let mut client = Client::connect(&broker);
+    assert_eq!(
+        committed(&mut client, "payroll", "secret"),
+        (5, String::new())
+    );
+    assert_eq!(committed(&mut client, &longest, "secret"), (40, at_bound));
+}
