@@ -24,6 +24,7 @@ fn spec(mode: Mode) -> SinkSpec {
         table: "t".to_owned(),
         mode,
         dead_letter_topic: None,
+        skip: Vec::new(),
     }
 }
 

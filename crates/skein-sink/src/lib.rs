@@ -28,7 +28,7 @@ mod writer;
 pub use error::SinkError;
 #[cfg(feature = "postgres")]
 pub use reach::{connect_target, TargetPolicy};
-pub use spec::{ColumnMapping, Mode, SinkSpec};
+pub use spec::{ColumnMapping, Mode, RecordAt, SinkSpec, MAX_SKIPPED};
 #[cfg(feature = "postgres")]
 pub use worker::{prepare, SinkStats, SinkWorker, ERROR_HEADER, SOURCE_HEADERS};
 #[cfg(feature = "postgres")]

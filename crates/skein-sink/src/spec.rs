@@ -23,7 +23,23 @@ pub struct SinkSpec {
     /// Where records that do not fit go, with the reason in their headers; `None` stops
     /// the sink at the first such record instead.
     pub dead_letter_topic: Option<String>,
+    /// Records an operator asked the sink to pass over (one it could not apply, say): each
+    /// goes to the dead-letter topic, or nowhere without one, and is never applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip: Vec<RecordAt>,
 }
+
+/// Where a record is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordAt {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// The most records a sink is told to skip; past it the oldest are forgotten (they lie
+/// behind the sink's positions by then).
+pub const MAX_SKIPPED: usize = 100;
 
 /// How a record becomes a row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +107,11 @@ impl SinkSpec {
     /// Checks the names and shape, before anything touches a database.
     pub fn validate(&self) -> Result<(), SinkError> {
         check_identifier("sink name", &self.name)?;
+        if self.skip.len() > MAX_SKIPPED {
+            return Err(SinkError::Invalid(format!(
+                "a sink skips at most {MAX_SKIPPED} records"
+            )));
+        }
         if self.topics.is_empty() || self.topics.len() > MAX_TOPICS {
             return Err(SinkError::Invalid(format!(
                 "a sink consumes 1 to {MAX_TOPICS} topics"
@@ -176,6 +197,7 @@ mod tests {
             table: table.to_owned(),
             mode,
             dead_letter_topic: None,
+            skip: Vec::new(),
         }
     }
 

@@ -92,6 +92,9 @@ pub async fn prepare(pool: &PgPool, spec: &SinkSpec) -> Result<TableShape, SinkE
     Ok(shape)
 }
 
+/// The reason a record an operator asked the sink to skip carries as a dead letter.
+const SKIPPED: &str = "skipped: an operator asked the sink to pass this record over";
+
 /// A worker of one sink over some partitions.
 #[derive(Debug)]
 pub struct SinkWorker {
@@ -213,6 +216,14 @@ impl SinkWorker {
         let mut changes = Vec::with_capacity(batch.records.len());
         let mut misfits = Vec::new();
         for (i, record) in batch.records.iter().enumerate() {
+            if self.skipped(record) {
+                // Passed over as an operator asked: a dead letter where there is a topic for
+                // them, else nothing.
+                if self.spec.dead_letter_topic.is_some() {
+                    misfits.push((i, SKIPPED.to_owned()));
+                }
+                continue;
+            }
             match change_of(&self.spec, &self.shape, record) {
                 Ok(change) => changes.push((i, change)),
                 Err(misfit) => misfits.push((i, misfit.0)),
@@ -261,6 +272,15 @@ impl SinkWorker {
             .dead_lettered
             .fetch_add(refused.len() as u64, Ordering::Relaxed);
         Ok(rows)
+    }
+
+    /// Whether an operator asked the sink to pass `record` over.
+    fn skipped(&self, record: &ConsumerRecord) -> bool {
+        self.spec.skip.iter().any(|at| {
+            at.topic == record.topic
+                && at.partition == record.partition
+                && at.offset == record.offset
+        })
     }
 
     /// Sends the records that did not fit to the dead-letter topic, each with its reason

@@ -123,6 +123,7 @@ async fn envelope_rows_land_once_with_positions_at_the_log_end() {
         table: "public.events_raw".to_owned(),
         mode: Mode::Envelope,
         dead_letter_topic: None,
+        skip: Vec::new(),
     };
     let stats = Arc::new(SinkStats::default());
     let mut worker = SinkWorker::start(
@@ -190,6 +191,7 @@ async fn envelope_rows_land_once_with_positions_at_the_log_end() {
             table: "events_raw".to_owned(),
             mode: Mode::Envelope,
             dead_letter_topic: None,
+            skip: Vec::new(),
         },
         &all_partitions("events", 2),
         Arc::new(SinkStats::default()),
@@ -257,6 +259,7 @@ async fn json_columns_upsert_by_key_delete_on_tombstones_and_dead_letter_misfits
             key_column: Some("id".to_owned()),
         },
         dead_letter_topic: Some("accounts_dlq".to_owned()),
+        skip: Vec::new(),
     };
     let stats = Arc::new(SinkStats::default());
     let mut worker = SinkWorker::start(
@@ -355,6 +358,7 @@ async fn a_wrong_definition_is_refused_before_anything_runs() {
             key_column: key.map(str::to_owned),
         },
         dead_letter_topic: None,
+        skip: Vec::new(),
     };
     let refused = |spec: SinkSpec| {
         let pool = s.pool.clone();

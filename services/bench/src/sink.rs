@@ -175,6 +175,7 @@ pub fn measure_sink(args: &SinkArgs) -> anyhow::Result<SinkReport> {
                 key_column: None,
             },
             dead_letter_topic: None,
+            skip: Vec::new(),
         };
         let stats = Arc::new(SinkStats::default());
         let partitions = BTreeMap::from([(

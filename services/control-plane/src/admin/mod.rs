@@ -97,6 +97,7 @@ pub struct ListMetadata {
         sinks::create,
         sinks::get,
         sinks::update,
+        sinks::skip,
         sinks::pause,
         sinks::resume,
         sinks::delete,
@@ -283,6 +284,7 @@ pub fn admin_router(state: AdminState) -> Router {
             &format!("{tenant}/sinks/{{sink}}/pause"),
             post(sinks::pause),
         )
+        .route(&format!("{tenant}/sinks/{{sink}}/skip"), post(sinks::skip))
         .route(
             &format!("{tenant}/sinks/{{sink}}/resume"),
             post(sinks::resume),

@@ -11,7 +11,9 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use skein_catalog::SinkRecord;
-use skein_sink::{connect_target, prepare, ColumnMapping, Mode, SinkError, SinkSpec};
+use skein_sink::{
+    connect_target, prepare, ColumnMapping, Mode, RecordAt, SinkError, SinkSpec, MAX_SKIPPED,
+};
 use utoipa::ToSchema;
 
 use super::tenants::find;
@@ -124,6 +126,7 @@ fn spec_of(request: &CreateSink) -> SinkSpec {
         table: request.table.clone(),
         mode: mode_from(&request.mode),
         dead_letter_topic: request.dead_letter_topic.clone(),
+        skip: Vec::new(),
     }
 }
 
@@ -303,6 +306,58 @@ pub async fn update(
         .update_sink(&owner.id, &sink, &stored_spec, &sealed)
         .await?;
     tracing::info!(%tenant, %sink, by = %admin.subject, "changed sink");
+    Ok(Json(body(&state, &tenant, updated).await?))
+}
+
+/// A record for a sink to pass over.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkipRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// Skip one record: the sink passes it over (to its dead-letter topic if it has one, else
+/// nowhere) and goes on; for a record it cannot apply, which `last_error` names while the
+/// sink is `failing`. Its workers start over with the record skipped.
+#[utoipa::path(post, operation_id = "skip_sink_record", path = "/v1/tenants/{tenant}/sinks/{sink}/skip", tag = "sinks",
+    params(("tenant" = String, Path, description = "Tenant name"), ("sink" = String, Path, description = "Sink name")),
+    request_body = SkipRecord,
+    responses((status = 200, body = SinkBody), (status = 400, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
+pub async fn skip(
+    State(state): State<Arc<AdminState>>,
+    admin: Admin,
+    Path((tenant, sink)): Path<(String, String)>,
+    ApiJson(request): ApiJson<SkipRecord>,
+) -> Result<Json<SinkBody>, Problem> {
+    let owner = find(&state, &tenant).await?;
+    let record = state.catalog.sink(&owner.id, &sink).await?;
+    let mut spec: SinkSpec = serde_json::from_str(&record.spec).map_err(internal)?;
+    if !spec.topics.contains(&request.topic) || request.partition < 0 || request.offset < 0 {
+        return Err(unprocessable(format!(
+            "sink {sink} reads no record {}-{}@{}",
+            request.topic, request.partition, request.offset
+        )));
+    }
+    let at = RecordAt {
+        topic: request.topic,
+        partition: request.partition,
+        offset: request.offset,
+    };
+    if !spec.skip.contains(&at) {
+        if spec.skip.len() >= MAX_SKIPPED {
+            spec.skip.remove(0);
+        }
+        spec.skip.push(at.clone());
+    }
+    let stored_spec = serde_json::to_string(&spec).map_err(internal)?;
+    let updated = state
+        .catalog
+        .update_sink(&owner.id, &sink, &stored_spec, &record.target_sealed)
+        .await?;
+    tracing::info!(%tenant, %sink, topic = %at.topic, partition = at.partition,
+        offset = at.offset, by = %admin.subject, "a sink skips a record");
     Ok(Json(body(&state, &tenant, updated).await?))
 }
 
