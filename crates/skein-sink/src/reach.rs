@@ -196,7 +196,12 @@ pub async fn connect_target(
             "a sink connects over TCP, never to a Unix socket".to_owned(),
         ));
     }
-    let host = options.get_host().to_owned();
+    // An IPv6 address comes in brackets, as the URL writes it.
+    let host = options
+        .get_host()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
     let port = options.get_port();
     let resolved = tokio::time::timeout(
         RESOLVE_WITHIN,
@@ -317,7 +322,7 @@ mod tests {
             "postgres://u:p@localhost:5432/db",
             "postgres://u:p@[::1]:5432/db",
             "postgres://u:p@169.254.169.254:80/db",
-            "postgres://u:p@/db?host=/var/run/postgresql",
+            "postgres:///db?host=/var/run/postgresql&user=u",
         ] {
             let refused = connect_target(url, 1, &policy).await.map(|_| ());
             assert!(

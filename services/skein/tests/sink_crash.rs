@@ -343,7 +343,7 @@ fn a_sink_reaches_only_where_the_operator_allows_and_echoes_nothing() {
             "may not be reached",
         ),
         (
-            "postgres://u:p@/db?host=/var/run/postgresql".to_owned(),
+            "postgres:///db?host=/var/run/postgresql&user=u".to_owned(),
             "Unix socket",
         ),
     ] {
