@@ -109,7 +109,7 @@ impl Backoff {
     pub const MOST: Duration = Duration::from_secs(10);
 
     /// The wait after one more failure.
-    pub fn next(&mut self) -> Duration {
+    pub fn after_failure(&mut self) -> Duration {
         let step = Self::FIRST
             .saturating_mul(1 << self.failures.min(10))
             .min(Self::MOST);
@@ -151,14 +151,14 @@ mod tests {
     #[test]
     fn waits_grow_to_a_bound_with_jitter_and_start_over_after_a_success() {
         let mut backoff = Backoff::default();
-        let first = backoff.next();
+        let first = backoff.after_failure();
         assert!(first >= Backoff::FIRST / 2 && first <= Backoff::FIRST);
-        let waits: Vec<Duration> = (0..20).map(|_| backoff.next()).collect();
+        let waits: Vec<Duration> = (0..20).map(|_| backoff.after_failure()).collect();
         assert!(waits.iter().all(|w| *w <= Backoff::MOST));
         assert!(waits[10..].iter().all(|w| *w >= Backoff::MOST / 2));
         // Not all the same: jittered.
         assert!(waits[10..].windows(2).any(|w| w[0] != w[1]));
         backoff.reset();
-        assert!(backoff.next() <= Backoff::FIRST);
+        assert!(backoff.after_failure() <= Backoff::FIRST);
     }
 }

@@ -637,7 +637,7 @@ impl Session {
                 }
                 if failed {
                     // Do not spin against brokers that fail at once.
-                    tokio::time::sleep(self.backoff.next()).await;
+                    tokio::time::sleep(self.backoff.after_failure()).await;
                 } else {
                     self.backoff.reset();
                 }
@@ -687,7 +687,7 @@ impl Session {
                         match e {
                             GatewayError::Unavailable(_) | GatewayError::Conflict(_) => {
                                 tracing::debug!(error = %e, "group poll failed; retrying");
-                                tokio::time::sleep(self.backoff.next()).await;
+                                tokio::time::sleep(self.backoff.after_failure()).await;
                                 Vec::new()
                             }
                             other => return Err(End::Failed(other.into())),

@@ -277,7 +277,7 @@ pub async fn events(
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "tail read failed; retrying");
-                        tokio::time::sleep(backoff.next()).await;
+                        tokio::time::sleep(backoff.after_failure()).await;
                         continue;
                     }
                 };
