@@ -23,7 +23,7 @@ pub const AUTHENTICATE_WITHIN: Duration = Duration::from_secs(30);
 pub const MAX_PER_LISTENER: usize = 1000;
 
 /// Unauthenticated connections one source address holds at most, over every listener.
-pub const MAX_PER_ADDRESS: usize = 64;
+pub const MAX_PER_ADDRESS: usize = 256;
 
 #[derive(Debug, Default)]
 struct Counts {

@@ -256,7 +256,7 @@ fn before_authentication_a_connection_holds_little_and_not_for_long() {
     assert!(closed_within(&mut idle, Duration::from_secs(10)));
     assert!(started.elapsed() < Duration::from_secs(8));
 
-    // One address holds at most 64 unauthenticated connections: the next is closed at once,
+    // One address holds at most 256 unauthenticated connections: the next is closed at once,
     // and a place comes back when one of them goes.
     let mut held: Vec<std::net::TcpStream> = (0..skein_broker::unauthenticated::MAX_PER_ADDRESS)
         .map(|_| std::net::TcpStream::connect(sasl).unwrap())
