@@ -142,9 +142,10 @@ fn one_tenants_streams_leave_another_tenant_its_own() {
         seen.push_str(&line);
     }
 
-    // A tail that ends gives acme its place back.
+    // A tail that ends gives acme its place back, once the gateway sees it gone (its next
+    // write, at the latest a keep-alive comment 15 s on, fails).
     drop(held.pop());
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (_curl, mut out) = tail(&rest, &acme);
         match status(&mut out) {
