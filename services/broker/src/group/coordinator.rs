@@ -575,6 +575,12 @@ impl Coordinator {
             });
             group.maybe_complete_round(now);
         }
+        // A group that never formed (only joins that were told to come back with their
+        // member id, who never did) holds nothing: it goes, and gives back its place among
+        // the tenant's groups. Groups that did form stay until their offsets expire.
+        groups.retain(|_, group| {
+            group.generation > 0 || !group.members.is_empty() || !group.pending.is_empty()
+        });
     }
 
     /// Whether a commit by this member and generation may be accepted.

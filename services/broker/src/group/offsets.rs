@@ -94,6 +94,21 @@ impl OffsetStoreError {
     }
 }
 
+impl State {
+    /// Forgets when `group` last committed once it has no committed offset left, so it no
+    /// longer counts among the tenant's groups.
+    fn forget_if_empty(&mut self, group: &str) {
+        let held = self
+            .offsets
+            .range((group.to_owned(), String::new(), i32::MIN)..)
+            .next()
+            .is_some_and(|((g, _, _), _)| g == group);
+        if !held {
+            self.last_commit.remove(group);
+        }
+    }
+}
+
 /// The offsets as loaded from the log.
 #[derive(Debug, Default)]
 struct State {
@@ -304,6 +319,7 @@ impl OffsetStore {
                 state.offsets.remove(&key);
             }
         }
+        state.forget_if_empty(group);
         Ok(())
     }
 
@@ -715,7 +731,9 @@ fn replay(log: &Log) -> Result<State, OffsetStoreError> {
                         state.offsets.insert(key, (value, at));
                     }
                     None => {
+                        let group = key.0.clone();
                         state.offsets.remove(&key);
+                        state.forget_if_empty(&group);
                     }
                 }
             }
@@ -874,6 +892,42 @@ mod tests {
             let (_replicas, store) = open(dir.path());
             prop_assert_eq!(held(&store), model);
         }
+    }
+
+    #[test]
+    fn a_group_whose_offsets_are_all_deleted_no_longer_counts_among_the_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let committed = Committed {
+            offset: 1,
+            leader_epoch: -1,
+            metadata: String::new(),
+        };
+        {
+            let (replicas, store) = open(dir.path());
+            for group in ["a", "b"] {
+                let commits = [
+                    ("t".to_owned(), 0, committed.clone()),
+                    ("t".to_owned(), 1, committed.clone()),
+                ];
+                runtime
+                    .block_on(store.commit(&replicas, group, &commits, 1))
+                    .unwrap();
+            }
+            assert_eq!(store.group_count("a"), (2, true));
+            let keys = [("t".to_owned(), 0), ("t".to_owned(), 1)];
+            runtime
+                .block_on(store.delete(&replicas, "a", &keys, 1))
+                .unwrap();
+            assert_eq!(store.group_count("a"), (1, false));
+        }
+        // The same after a reload.
+        let (_replicas, store) = open(dir.path());
+        assert_eq!(store.group_count("a"), (1, false));
+        assert_eq!(store.group_count("b"), (1, true));
     }
 
     #[test]

@@ -52,7 +52,8 @@ pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchRespo
         return FetchResponse::default()
             .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
-    let owner = SessionOwner {
+    // Who a session belongs to, built only for fetches that use one.
+    let owner = || SessionOwner {
         scope: scope.clone(),
         principal: call.session.principal().map(|p| p.to_string()),
         follower,
@@ -98,12 +99,12 @@ pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchRespo
     let (session_id, targets, incremental) = if version < 7 || request.session_epoch == FINAL_EPOCH
     {
         if version >= 7 && request.session_id != 0 {
-            broker.fetch_sessions.close(&owner, request.session_id);
+            broker.fetch_sessions.close(&owner(), request.session_id);
         }
         (0, requested, false)
     } else {
         match broker.fetch_sessions.update(
-            &owner,
+            &owner(),
             request.session_id,
             request.session_epoch,
             requested,
