@@ -586,17 +586,8 @@ impl TxnCoordinator {
             TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => true,
             _ => false,
         };
-        let ids: Vec<String> = self
-            .state
-            .lock()
-            .txns
-            .iter()
-            .filter(|(_, meta)| due(meta))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in ids {
-            let turn = Arc::clone(self.turns.lock().entry(id.clone()).or_default());
-            let Ok(_turn) = turn.try_lock_owned() else {
+        for id in self.ids_where(&due) {
+            let Some(_turn) = self.try_turn(&id) else {
                 continue;
             };
             // Read again in the id's turn: a request may have moved it on.
@@ -627,6 +618,23 @@ impl TxnCoordinator {
         self.expire_idle(broker, epoch, now).await
     }
 
+    /// The transactional ids whose state `matches` now.
+    fn ids_where(&self, matches: &dyn Fn(&TxnMeta) -> bool) -> Vec<String> {
+        self.state
+            .lock()
+            .txns
+            .iter()
+            .filter(|(_, meta)| matches(meta))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// The id's turn, unless a request holds it (the tick comes back to the id later).
+    fn try_turn(&self, id: &str) -> Option<OwnedMutexGuard<()>> {
+        let turn = Arc::clone(self.turns.lock().entry(id.to_owned()).or_default());
+        turn.try_lock_owned().ok()
+    }
+
     /// Forgets the transactional ids with no transaction open that have not been used for
     /// `transactional.id.expiration.ms` (Kafka's), with a tombstone in the state log, so a
     /// tenant's ids do not pile up for ever.
@@ -639,19 +647,11 @@ impl TxnCoordinator {
                 TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort
             ) && meta.last_update_ms.saturating_add(expiration) <= now
         };
-        let ids: Vec<String> = self
-            .state
-            .lock()
-            .txns
-            .iter()
-            .filter(|(_, meta)| idle(meta))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in ids {
-            let turn = Arc::clone(self.turns.lock().entry(id.clone()).or_default());
-            let Ok(_turn) = turn.try_lock_owned() else {
+        for id in self.ids_where(&idle) {
+            let Some(_turn) = self.try_turn(&id) else {
                 continue;
             };
+            // Read again in the id's turn: a request may have used it since.
             if self.meta(epoch, &id)?.filter(|meta| idle(meta)).is_none() {
                 continue;
             }
