@@ -2,7 +2,8 @@
 //! process serving two tenants (a control plane on a real PostgreSQL), holds at most
 //! `--max-streams-per-tenant` Server-Sent Events tails of one tenant; past that acme's next
 //! tail is refused with 429 and a problem body, while globex still opens one and receives
-//! the record it produces; a tail that ends gives its place back.
+//! the record it produces; a tail that ends gives its place back. A token whose tenant claim
+//! is not a tenant name is refused.
 
 #![allow(clippy::unwrap_used)]
 
@@ -94,6 +95,12 @@ fn one_tenants_streams_leave_another_tenant_its_own() {
         &["--jwks-url", &jwks, "--max-streams-per-tenant", "3"],
     );
     let (acme, globex) = (token("acme"), token("globex"));
+
+    // A token whose tenant claim is no tenant name (`acme.eu` would name acme's `eu.*`
+    // topics once prefixed) is refused as a credential, whatever the issuer signed.
+    let (code, problem) = common::http(&rest, "GET", "/v1/topics", Some(&token("acme.eu")), "");
+    assert_eq!(code, 401, "{problem}");
+    assert!(problem.contains("not a tenant name"), "{problem}");
 
     // acme's three tails are served; its fourth is refused.
     let mut held: Vec<_> = (0..3)
