@@ -104,12 +104,32 @@ pub struct FetchedPartition {
     pub log_start_offset: i64,
 }
 
-/// A partition and the offset to read it from.
+/// A partition and the offset to read it from, for [`Client::fetch_from`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct FetchTarget {
-    pub(crate) topic: String,
-    pub(crate) partition: i32,
-    pub(crate) offset: i64,
+pub struct FetchTarget {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// The most bytes from this partition; the options' `partition_max_bytes` when `None`.
+    pub max_bytes: Option<i32>,
+}
+
+impl FetchTarget {
+    /// `partition` of `topic` from `offset`.
+    pub fn new(topic: impl Into<String>, partition: i32, offset: i64) -> Self {
+        Self {
+            topic: topic.into(),
+            partition,
+            offset,
+            max_bytes: None,
+        }
+    }
+
+    /// Sets the most bytes from this partition.
+    pub fn with_max_bytes(mut self, max_bytes: i32) -> Self {
+        self.max_bytes = Some(max_bytes);
+        self
+    }
 }
 
 impl Client {
@@ -125,11 +145,7 @@ impl Client {
         offset: i64,
         options: &FetchOptions,
     ) -> Result<FetchedPartition> {
-        let target = FetchTarget {
-            topic: topic.to_owned(),
-            partition,
-            offset,
-        };
+        let target = FetchTarget::new(topic, partition, offset);
         let mut attempt = 0;
         loop {
             let outcome = match self.leader(topic, partition).await {
@@ -157,9 +173,10 @@ impl Client {
         }
     }
 
-    /// Reads several partitions led by one broker in one request; one answer per target,
-    /// in the same order. `Err` when the request itself failed.
-    pub(crate) async fn fetch_from(
+    /// Reads several partitions led by `leader` in one request (as a consumer reads its
+    /// assignment); one answer per target, in the same order. `Err` when the request itself
+    /// failed. A partition named twice is answered, both times, as its first target asked.
+    pub async fn fetch_from(
         &self,
         leader: i32,
         targets: &[FetchTarget],
@@ -171,7 +188,7 @@ impl Client {
             let partition = FetchPartition::default()
                 .with_partition(target.partition)
                 .with_fetch_offset(target.offset)
-                .with_partition_max_bytes(options.partition_max_bytes);
+                .with_partition_max_bytes(target.max_bytes.unwrap_or(options.partition_max_bytes));
             match topics
                 .iter_mut()
                 .find(|t| t.topic.0.as_str() == target.topic)

@@ -62,7 +62,7 @@ pub use cluster::Client;
 pub use config::{ClientConfig, SaslPlain};
 pub use connection::Connection;
 pub use error::{BoxError, ClientError, Result};
-pub use fetch::{FetchOptions, FetchedPartition, Isolation};
+pub use fetch::{FetchOptions, FetchTarget, FetchedPartition, Isolation};
 pub use group::{range_assign, Assignment, Consumer, ConsumerConfig, GroupSession, OffsetReset};
 pub use kafka_protocol::records::Compression;
 pub use kafka_protocol::ResponseError;

@@ -9,6 +9,7 @@ use skein_client::{Client, ClientConfig, Producer, ProducerConfig};
 
 use crate::cluster::View;
 use crate::error::GatewayError;
+use crate::long_polls::LongPolls;
 
 /// A tenant's client and producer.
 #[derive(Debug, Clone)]
@@ -16,6 +17,8 @@ pub struct TenantClient {
     pub client: Client,
     /// Writes with acks=all.
     pub producer: Arc<Producer>,
+    /// Reads that wait for records, one fetch per broker for all of them.
+    pub long_polls: Arc<LongPolls>,
 }
 
 #[derive(Debug, Default)]
@@ -77,6 +80,7 @@ impl Brokers {
         let client = Client::connect(config).await?;
         let tenant_client = TenantClient {
             producer: Arc::new(Producer::new(client.clone(), ProducerConfig::default())),
+            long_polls: LongPolls::new(&client),
             client,
         };
         self.clients

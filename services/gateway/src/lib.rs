@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod error;
 pub mod grpc;
 pub mod idempotency;
+pub mod long_polls;
 pub mod metrics;
 pub mod produce;
 pub mod quota;

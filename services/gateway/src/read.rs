@@ -2,12 +2,14 @@
 //! latest one), up to a number of records and bytes, waiting up to a bound for records to
 //! arrive.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use skein_client::{Client, ConsumerRecord, FetchOptions, Isolation, OffsetSpec};
 
 use crate::brokers::TenantClient;
 use crate::error::GatewayError;
+use crate::long_polls::LongPolls;
 
 /// The longest a read may wait for records.
 pub const MAX_WAIT: Duration = Duration::from_secs(30);
@@ -68,15 +70,23 @@ pub async fn resolve(
     Ok(listed.map_or(0, |l| l.offset))
 }
 
-/// The client a read waiting up to `max_wait` should use: the tenant's shared one for reads
-/// that answer at once, a client with connections of its own for long polls, since a
-/// broker answers a connection's requests in order and a waiting fetch would hold up every
-/// other call of the tenant.
-pub fn reader(tenant: &TenantClient, max_wait: Duration) -> Client {
+/// How a read reaches the brokers.
+#[derive(Debug, Clone)]
+pub enum Reader {
+    /// Over the tenant's shared client: for reads that answer at once.
+    Now(Client),
+    /// Gathered with the tenant's other waiting reads into one fetch per broker
+    /// ([`LongPolls`]), over connections of their own, since a broker answers a
+    /// connection's requests in order and a waiting fetch would hold up every other call.
+    Waiting(Arc<LongPolls>),
+}
+
+/// The reader for reads waiting up to `max_wait`.
+pub fn reader(tenant: &TenantClient, max_wait: Duration) -> Reader {
     if max_wait.is_zero() {
-        tenant.client.clone()
+        Reader::Now(tenant.client.clone())
     } else {
-        tenant.client.detached()
+        Reader::Waiting(Arc::clone(&tenant.long_polls))
     }
 }
 
@@ -91,9 +101,9 @@ pub struct ReadLimits {
     pub isolation: Isolation,
 }
 
-/// Reads one partition from `offset` with `client` (see [`reader`]).
+/// Reads one partition from `offset` with `reader`.
 pub async fn read(
-    client: &Client,
+    reader: &Reader,
     topic: &str,
     partition: i32,
     offset: i64,
@@ -105,12 +115,22 @@ pub async fn read(
         max_wait,
         isolation,
     } = limits;
-    let options = FetchOptions::default()
-        .with_isolation(isolation)
-        .with_max_wait(max_wait.min(MAX_WAIT))
-        .with_max_bytes(max_bytes)
-        .with_partition_max_bytes(max_bytes);
-    let fetched = client.fetch(topic, partition, offset, &options).await?;
+    let max_wait = max_wait.min(MAX_WAIT);
+    let fetched = match reader {
+        Reader::Now(client) => {
+            let options = FetchOptions::default()
+                .with_isolation(isolation)
+                .with_max_wait(max_wait)
+                .with_max_bytes(max_bytes)
+                .with_partition_max_bytes(max_bytes);
+            client.fetch(topic, partition, offset, &options).await?
+        }
+        Reader::Waiting(polls) => {
+            polls
+                .read(topic, partition, offset, max_bytes, max_wait, isolation)
+                .await?
+        }
+    };
     let mut records = fetched.records;
     let mut next_offset = fetched.next_offset;
     if records.len() > max_records {

@@ -1,6 +1,7 @@
-//! Long streams (a Server-Sent Events tail, a gRPC Consume) each long-poll the brokers over
-//! connections of their own, on the listener every tenant shares. So that one tenant's
-//! streams cannot take every other tenant's place there, a gateway replica holds at most
+//! Long streams (a Server-Sent Events tail, a gRPC Consume) hold a task, buffers and a
+//! client's connection each, and their reads join their tenant's long polls
+//! ([`crate::long_polls`]). So that one tenant's streams cannot take every other tenant's
+//! place on a replica, it holds at most
 //! [`StreamLimits::per_tenant`] open streams of one tenant and [`StreamLimits::total`] in
 //! all; past either a new stream is refused (429, RESOURCE_EXHAUSTED) until one ends. A
 //! stream whose reads fail waits before trying again, longer each time and by a random part

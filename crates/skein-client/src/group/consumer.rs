@@ -161,11 +161,11 @@ impl Consumer {
         let mut by_leader: BTreeMap<i32, Vec<FetchTarget>> = BTreeMap::new();
         for ((topic, partition), offset) in &self.positions {
             let leader = self.client.leader(topic, *partition).await?;
-            by_leader.entry(leader).or_default().push(FetchTarget {
-                topic: topic.clone(),
-                partition: *partition,
-                offset: *offset,
-            });
+            by_leader.entry(leader).or_default().push(FetchTarget::new(
+                topic.clone(),
+                *partition,
+                *offset,
+            ));
         }
         let fetches = by_leader
             .iter()

@@ -39,7 +39,7 @@ use crate::call::Call;
 use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
 use crate::quota::Metered;
-use crate::read::{read, resolve, ReadLimits, Start};
+use crate::read::{read, resolve, ReadLimits, Reader, Start};
 use crate::streams::{Backoff, StreamSlot};
 use crate::Gateway;
 
@@ -104,8 +104,8 @@ pub fn parse_resume_token(
 enum Source {
     Partitions {
         tenant: TenantClient,
-        /// Connections of this stream's own, for its long polls.
-        reader: skein_client::Client,
+        /// The tenant's long polls, which this stream's reads join.
+        reader: Reader,
         /// The next offset to fetch, per partition.
         positions: BTreeMap<i32, i64>,
         isolation: Isolation,
@@ -295,7 +295,7 @@ pub(super) async fn start(
                 return Err(Status::not_found(format!("{topic} has no partition {p}")));
             }
             Source::Partitions {
-                reader: tenant.client.detached(),
+                reader: Reader::Waiting(Arc::clone(&tenant.long_polls)),
                 tenant,
                 positions,
                 isolation,

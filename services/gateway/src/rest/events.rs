@@ -27,7 +27,7 @@ use crate::call::Call;
 use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
 use crate::quota::Metered;
-use crate::read::{read, resolve, ReadLimits, Start};
+use crate::read::{read, resolve, ReadLimits, Reader, Start};
 use crate::streams::Backoff;
 use crate::Gateway;
 
@@ -193,7 +193,7 @@ pub async fn events(
     let isolation = super::format::IsolationLevel::of(query.isolation);
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let expires_at = call.caller.expires_at;
-    let client = tenant.client.detached();
+    let client = Reader::Waiting(Arc::clone(&tenant.long_polls));
     tokio::spawn(async move {
         let _slot = slot;
         let mut backoff = Backoff::default();
