@@ -49,6 +49,10 @@ pub struct BrokerConfig {
     /// `transactional.id.expiration.ms`: how long a transactional id with no transaction
     /// open is kept after its last use (Kafka's default: 7 days).
     pub transactional_id_expiration: std::time::Duration,
+    /// The most idempotent producer states (a producer id's recent sequences in one
+    /// partition) one tenant holds; a producer new to a partition past it is refused
+    /// (POLICY_VIOLATION) until idle ones expire (`producer.id.expiration.ms`).
+    pub max_producer_states_per_tenant: usize,
     /// The most transactional ids one tenant holds; a new one past it is refused
     /// (POLICY_VIOLATION) until idle ones expire.
     pub max_transactional_ids: usize,
@@ -127,6 +131,7 @@ impl BrokerConfig {
             transaction_max_timeout_ms: 900_000,
             transactional_id_expiration: std::time::Duration::from_secs(7 * 24 * 3600),
             max_transactional_ids: 10_000,
+            max_producer_states_per_tenant: 50_000,
             max_connections: 10_000,
             connections_max_idle_ms: 600_000,
             sasl_authenticate_within: crate::unauthenticated::AUTHENTICATE_WITHIN,

@@ -7,12 +7,15 @@ use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use skein_log::batch::BatchHeader;
 use skein_log::{Log, LogError, TopicPartition};
+
+use crate::scope::Tenancy;
 
 /// How many recent batches per producer are remembered for deduplication (Kafka's
 /// `max.in.flight.requests.per.connection` limit for idempotence).
@@ -162,6 +165,8 @@ pub(crate) struct ProducerView {
 pub(crate) struct PartitionProducers {
     loaded: bool,
     producers: HashMap<i64, ProducerEntry>,
+    /// The producer states of every partition of the partition's tenant.
+    held: Held,
     /// Transactional producers (id, epoch) whose coordinator confirmed that their open
     /// transaction includes this partition; forgotten at the transaction's marker.
     verified: HashMap<i64, i16>,
@@ -194,6 +199,9 @@ impl PartitionProducers {
         for entry in producers.values_mut() {
             entry.last_write_ms = loaded_at;
         }
+        // What the log holds was acknowledged: kept, whatever the bound.
+        self.held.less(self.producers.len());
+        self.held.more(producers.len());
         self.producers = producers;
         self.loaded = true;
         Ok(())
@@ -201,10 +209,14 @@ impl PartitionProducers {
 
     pub(crate) fn check(&self, h: &BatchHeader) -> Verdict {
         let Some(entry) = self.producers.get(&h.producer_id) else {
-            return if h.base_sequence == 0 {
-                Verdict::Append
-            } else {
+            return if h.base_sequence != 0 {
                 Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
+            } else if self.held.is_full() {
+                // A producer new to the partition would take one more of the tenant's
+                // states: refused until idle ones expire.
+                Verdict::Reject(ResponseError::PolicyViolation)
+            } else {
+                Verdict::Append
             };
         };
         if h.producer_epoch < entry.epoch {
@@ -234,6 +246,9 @@ impl PartitionProducers {
 
     /// Records a batch just appended at `base_offset`.
     pub(crate) fn record(&mut self, h: &BatchHeader, base_offset: i64) {
+        if !self.producers.contains_key(&h.producer_id) {
+            self.held.more(1);
+        }
         let entry = self.producers.entry(h.producer_id).or_default();
         if h.producer_epoch != entry.epoch {
             entry.batches.clear();
@@ -248,6 +263,9 @@ impl PartitionProducers {
     /// producer's older epochs here; its sequence numbers go on in the same epoch.
     pub(crate) fn record_marker(&mut self, h: &BatchHeader) {
         self.verified.remove(&h.producer_id);
+        if !self.producers.contains_key(&h.producer_id) {
+            self.held.more(1);
+        }
         let entry = self.producers.entry(h.producer_id).or_default();
         if h.producer_epoch > entry.epoch {
             entry.batches.clear();
@@ -289,7 +307,35 @@ impl PartitionProducers {
         let before = self.producers.len();
         self.producers
             .retain(|_, p| p.last_write_ms.saturating_add(expiration_ms) > now_ms);
-        before - self.producers.len()
+        let expired = before - self.producers.len();
+        self.held.less(expired);
+        expired
+    }
+}
+
+/// A count of producer states shared by the partitions of one tenant, and its bound.
+#[derive(Debug, Clone, Default)]
+struct Held {
+    count: Arc<AtomicUsize>,
+    /// 0: no bound (a partition state made outside [`ProducerStates`]).
+    most: usize,
+}
+
+impl Held {
+    fn is_full(&self) -> bool {
+        self.most > 0 && self.count.load(Ordering::Relaxed) >= self.most
+    }
+
+    fn more(&self, n: usize) {
+        self.count.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn less(&self, n: usize) {
+        let _ = self
+            .count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                Some(c.saturating_sub(n))
+            });
     }
 }
 
@@ -302,20 +348,63 @@ fn remember(entry: &mut ProducerEntry, h: &BatchHeader, base_offset: i64) {
     }
 }
 
-/// The producer state of every partition.
-#[derive(Debug, Default)]
+/// The producer state of every partition, and how many producer states each tenant holds:
+/// a producer new to a partition is refused (POLICY_VIOLATION) once its tenant holds
+/// `most_per_tenant`, until idle ones expire, so that a tenant minting producer ids cannot
+/// grow the shared broker without bound.
+#[derive(Debug)]
 pub(crate) struct ProducerStates {
+    tenancy: Tenancy,
+    most_per_tenant: usize,
     partitions: Mutex<HashMap<TopicPartition, Arc<Mutex<PartitionProducers>>>>,
+    /// Per tenant (`None` for a broker serving one), the count its partitions share.
+    held: Mutex<HashMap<Option<String>, Arc<AtomicUsize>>>,
 }
 
 impl ProducerStates {
-    pub(crate) fn partition(&self, tp: &TopicPartition) -> Arc<Mutex<PartitionProducers>> {
-        Arc::clone(self.partitions.lock().entry(tp.clone()).or_default())
+    pub(crate) fn new(tenancy: Tenancy, most_per_tenant: usize) -> Self {
+        Self {
+            tenancy,
+            most_per_tenant,
+            partitions: Mutex::default(),
+            held: Mutex::default(),
+        }
     }
 
-    /// Forgets a deleted partition.
+    pub(crate) fn partition(&self, tp: &TopicPartition) -> Arc<Mutex<PartitionProducers>> {
+        let mut partitions = self.partitions.lock();
+        if let Some(state) = partitions.get(tp) {
+            return Arc::clone(state);
+        }
+        let tenant = self.tenancy.split(&tp.topic).0.map(str::to_owned);
+        let count = Arc::clone(self.held.lock().entry(tenant).or_default());
+        let state = Arc::new(Mutex::new(PartitionProducers {
+            held: Held {
+                count,
+                most: self.most_per_tenant,
+            },
+            ..PartitionProducers::default()
+        }));
+        partitions.insert(tp.clone(), Arc::clone(&state));
+        state
+    }
+
+    /// Forgets a deleted partition, and gives its producer states back to its tenant.
     pub(crate) fn forget(&self, tp: &TopicPartition) {
-        self.partitions.lock().remove(tp);
+        if let Some(state) = self.partitions.lock().remove(tp) {
+            let state = state.lock();
+            state.held.less(state.producers.len());
+        }
+    }
+
+    /// How many producer states the tenant of `topic` holds.
+    #[cfg(test)]
+    fn held_by(&self, topic: &str) -> usize {
+        let tenant = self.tenancy.split(topic).0.map(str::to_owned);
+        self.held
+            .lock()
+            .get(&tenant)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     /// Forgets every producer idle for `producer.id.expiration.ms` (as Kafka does), so that
@@ -408,6 +497,47 @@ mod tests {
             state.check(&header(8, 0, 3, 0)),
             Verdict::Reject(ResponseError::OutOfOrderSequenceNumber)
         );
+    }
+
+    #[test]
+    fn a_tenants_producer_states_are_bounded_across_its_partitions() {
+        let states = ProducerStates::new(Tenancy::Every, 3);
+        let tp = |topic: &str, partition| TopicPartition::new(topic, partition);
+        let write = |tp: &TopicPartition, pid: i64| {
+            let state = states.partition(tp);
+            let mut state = state.lock();
+            let verdict = state.check(&header(pid, 0, 0, 0));
+            if verdict == Verdict::Append {
+                state.record(&header(pid, 0, 0, 0), 0);
+            }
+            verdict
+        };
+        assert_eq!(write(&tp("acme.a", 0), 1), Verdict::Append);
+        assert_eq!(write(&tp("acme.a", 1), 1), Verdict::Append);
+        assert_eq!(write(&tp("acme.b", 0), 2), Verdict::Append);
+        // acme holds three states, over three partitions: a fourth is refused ...
+        assert_eq!(
+            write(&tp("acme.b", 0), 3),
+            Verdict::Reject(ResponseError::PolicyViolation)
+        );
+        // ... while a producer it holds goes on, and another tenant is not touched.
+        let state = states.partition(&tp("acme.a", 0));
+        assert_eq!(state.lock().check(&header(1, 0, 1, 0)), Verdict::Append);
+        assert_eq!(write(&tp("globex.a", 0), 9), Verdict::Append);
+        assert_eq!(states.held_by("acme.a"), 3);
+        // A deleted partition, and expired producers, give their places back.
+        states.forget(&tp("acme.a", 1));
+        assert_eq!(states.held_by("acme.a"), 2);
+        assert_eq!(write(&tp("acme.b", 0), 3), Verdict::Append);
+        states
+            .partition(&tp("acme.b", 0))
+            .lock()
+            .producers
+            .values_mut()
+            .for_each(|p| p.last_write_ms -= 10_000);
+        assert_eq!(states.expire(5_000), 2);
+        assert_eq!(states.held_by("acme.a"), 1);
+        assert_eq!(states.held_by("globex.a"), 1);
     }
 
     #[tokio::test]

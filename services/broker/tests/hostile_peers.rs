@@ -359,6 +359,8 @@ fn transactional_ids_are_bounded_in_length_and_number_and_idle_ones_expire() {
         init(&"t".repeat(256 * 1024)),
         ResponseError::InvalidRequest.code()
     );
+    // An empty transactional id is no id (as Kafka answers it).
+    assert_eq!(init(""), ResponseError::InvalidRequest.code());
     for id in ["a", "b", "c"] {
         assert_eq!(init(id), 0, "{id}");
     }
@@ -376,6 +378,79 @@ fn transactional_ids_are_bounded_in_length_and_number_and_idle_ones_expire() {
             other => panic!("InitProducerId of d: {other}"),
         }
     }
+}
+
+/// Idempotent producer states are bounded: a client that mints producer ids and writes one
+/// record with each cannot grow the broker past `max_producer_states_per_tenant`; a producer
+/// it holds goes on writing, and expired ones give their places back.
+#[test]
+fn idempotent_producer_states_are_bounded_and_expired_ones_give_their_place_back() {
+    use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
+    let broker = TestBroker::start_with(|config| {
+        config.max_producer_states_per_tenant = 3;
+        config.producer_id_expiration = Duration::from_secs(1);
+    });
+    broker.create_topic("minted", 1);
+    let mut client = Client::connect(&broker);
+    let new_producer = |client: &mut Client| {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(10_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let answer: InitProducerIdResponse = client.call(22, 4, &request);
+        assert_eq!(answer.error_code, 0);
+        (answer.producer_id.0, answer.producer_epoch)
+    };
+    let write = |client: &mut Client, producer: (i64, i16), sequence: i32| {
+        let record = NewRecord {
+            key: None,
+            value: Some(b"minted".to_vec()),
+            headers: Vec::new(),
+            timestamp: 1,
+        };
+        let fields = ProducerFields {
+            producer_id: producer.0,
+            producer_epoch: producer.1,
+            base_sequence: sequence,
+        };
+        let batch = build_batch(&[record], Compression::None, fields).unwrap();
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name("minted"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(Bytes::from(batch)))])]);
+        let answer: ProduceResponse = client.call(0, 7, &request);
+        answer.responses[0].partition_responses[0].error_code
+    };
+    let held: Vec<(i64, i16)> = (0..3).map(|_| new_producer(&mut client)).collect();
+    for producer in &held {
+        assert_eq!(write(&mut client, *producer, 0), 0);
+    }
+    let fourth = new_producer(&mut client);
+    assert_eq!(
+        write(&mut client, fourth, 0),
+        ResponseError::PolicyViolation.code()
+    );
+    // A producer the broker holds goes on, and a retry is still answered as a duplicate.
+    assert_eq!(write(&mut client, held[0], 1), 0);
+    assert_eq!(write(&mut client, held[0], 1), 0);
+    assert_eq!(latest(&mut client, "minted"), 4);
+    // Idle states expire (`producer.id.expiration.ms`), and the fourth gets a place.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match write(&mut client, fourth, 0) {
+            0 => break,
+            code if code == ResponseError::PolicyViolation.code() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            other => panic!("the fourth producer's write: {other}"),
+        }
+    }
+    assert_eq!(latest(&mut client, "minted"), 5);
 }
 
 /// Commits `offset` with `metadata` for `group` on partitions 0..`partitions` of `topic`

@@ -32,7 +32,7 @@ pub(crate) async fn handle(
         None if !access.may_write_idempotently() => {
             return refused(ResponseError::ClusterAuthorizationFailed);
         }
-        Some(id) if id.len() > crate::limits::MAX_TRANSACTIONAL_ID_BYTES => {
+        Some(id) if id.is_empty() || id.len() > crate::limits::MAX_TRANSACTIONAL_ID_BYTES => {
             return refused(ResponseError::InvalidRequest);
         }
         _ => {}

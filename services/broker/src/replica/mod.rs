@@ -65,6 +65,8 @@ impl ReplicaManager {
             },
             Arc::new(SystemClock),
         )?;
+        let producers =
+            ProducerStates::new(topics.tenancy(), config.max_producer_states_per_tenant);
         let manager = Self {
             node_id: config.node_id,
             logs,
@@ -75,7 +77,7 @@ impl ReplicaManager {
                 compression: config.default_compression,
                 ..TopicSettings::default()
             },
-            producers: ProducerStates::default(),
+            producers,
             appended: Notify::new(),
             progress: Progress::default(),
             log_identity: parking_lot::Mutex::new(()),
