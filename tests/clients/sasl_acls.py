@@ -147,6 +147,20 @@ if OPERATION == "produce":
     out["result"] = produce(ARGS[0])
 elif OPERATION == "init-producer-id":
     out["result"] = produce(ARGS[0], idempotent=True)
+elif OPERATION == "fill":
+    # COUNT records of SIZE bytes each, with acks=all; the first refusal, if any.
+    count, size = int(ARGS[1]), int(ARGS[2])
+    outcomes = []
+    filler = Producer({**CONFIG, "acks": "all", "message.timeout.ms": 10000,
+                       "linger.ms": 5})
+    for _ in range(count):
+        filler.produce(ARGS[0], value=b"x" * size, partition=0,
+                       on_delivery=lambda err, msg: outcomes.append(err))
+        filler.poll(0)
+    filler.flush(30)
+    refused = [name(e) for e in outcomes if e is not None]
+    out.update(result=refused[0] if refused else "ok",
+               delivered=sum(1 for e in outcomes if e is None))
 elif OPERATION == "produce-to":
     out["result"] = produce(ARGS[0], partition=int(ARGS[1]))
 elif OPERATION == "brokers":

@@ -14,6 +14,9 @@ pub struct Quota {
     /// Kafka's request-time quota: percent of one request-handling thread's time (100 is
     /// one thread's whole time).
     pub request_percentage: Option<i64>,
+    /// The most bytes the tenant's logs may take on one broker's volume (each segment file
+    /// charged a file system block beyond its bytes). Tenant-wide only.
+    pub storage_bytes: Option<i64>,
 }
 
 /// A stored quota and whom it limits.
@@ -33,6 +36,7 @@ impl Quota {
             ("requests_per_sec", self.requests_per_sec),
             ("partitions", self.partitions),
             ("request_percentage", self.request_percentage),
+            ("storage_bytes", self.storage_bytes),
         ] {
             if value.is_some_and(|v| v <= 0) {
                 return Err(CatalogError::Invalid {
@@ -56,14 +60,16 @@ impl Catalog {
         quota.validate()?;
         sqlx::query(
             "INSERT INTO quotas (tenant_id, principal_id, produce_bytes_per_sec, \
-               fetch_bytes_per_sec, requests_per_sec, partitions, request_percentage) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+               fetch_bytes_per_sec, requests_per_sec, partitions, request_percentage, \
+               storage_bytes) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
              ON CONFLICT (tenant_id, principal_id) DO UPDATE SET \
                produce_bytes_per_sec = excluded.produce_bytes_per_sec, \
                fetch_bytes_per_sec = excluded.fetch_bytes_per_sec, \
                requests_per_sec = excluded.requests_per_sec, \
                partitions = excluded.partitions, \
-               request_percentage = excluded.request_percentage",
+               request_percentage = excluded.request_percentage, \
+               storage_bytes = excluded.storage_bytes",
         )
         .bind(tenant_id)
         .bind(principal_id.unwrap_or(""))
@@ -72,6 +78,7 @@ impl Catalog {
         .bind(quota.requests_per_sec)
         .bind(quota.partitions)
         .bind(quota.request_percentage)
+        .bind(quota.storage_bytes)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -81,7 +88,8 @@ impl Catalog {
     pub async fn quotas(&self, tenant_id: &str) -> Result<Vec<QuotaRecord>> {
         let rows = sqlx::query(
             "SELECT principal_id, produce_bytes_per_sec, fetch_bytes_per_sec, requests_per_sec, \
-               partitions, request_percentage FROM quotas WHERE tenant_id = $1 ORDER BY principal_id",
+               partitions, request_percentage, storage_bytes FROM quotas WHERE tenant_id = $1 \
+             ORDER BY principal_id",
         )
         .bind(tenant_id)
         .fetch_all(&self.pool)
@@ -98,6 +106,7 @@ impl Catalog {
                         requests_per_sec: row.try_get("requests_per_sec")?,
                         partitions: row.try_get("partitions")?,
                         request_percentage: row.try_get("request_percentage")?,
+                        storage_bytes: row.try_get("storage_bytes")?,
                     },
                 })
             })
@@ -109,7 +118,7 @@ impl Catalog {
         let rows = sqlx::query(
             "SELECT t.name AS tenant_name, p.name AS principal_name, q.produce_bytes_per_sec, \
                q.fetch_bytes_per_sec, q.requests_per_sec, q.partitions, \
-               q.request_percentage \
+               q.request_percentage, q.storage_bytes \
              FROM quotas q JOIN tenants t ON t.id = q.tenant_id \
              LEFT JOIN principals p ON p.id = q.principal_id \
              ORDER BY t.name, q.principal_id",
@@ -127,6 +136,7 @@ impl Catalog {
                         requests_per_sec: row.try_get("requests_per_sec")?,
                         partitions: row.try_get("partitions")?,
                         request_percentage: row.try_get("request_percentage")?,
+                        storage_bytes: row.try_get("storage_bytes")?,
                     },
                 ))
             })

@@ -34,6 +34,7 @@ mod router;
 pub mod sasl;
 pub mod scope;
 pub mod ssl_principal;
+pub mod storage;
 mod tenants;
 pub mod tls;
 pub mod topics;
@@ -93,6 +94,8 @@ pub struct Broker {
     controller: Option<controller_link::ControllerLink>,
     /// Each tenant's ACL bindings and quotas, as the controller last sent them.
     tenants: tenants::Tenants,
+    /// What each tenant's logs take on this broker's volume.
+    storage: storage::Storage,
     /// Topics gone from the controller's snapshots, with when; their logs wait out
     /// [`LOG_DELETION_GRACE`]. Kept in memory only: a deletion lost with it costs disk space
     /// until a topic of that name comes (its id check deletes the old logs), never records.
@@ -328,6 +331,7 @@ impl Broker {
         let follower_throttle = replication_throttle::ReplicationThrottle::new(
             config.follower_replication_throttled_rate,
         );
+        let storage = storage::Storage::new(topics.tenancy());
         Ok(Arc::new_cyclic(|me| Self {
             me: me.clone(),
             metrics: metrics::BrokerMetrics::default(),
@@ -341,6 +345,7 @@ impl Broker {
             unauthenticated: Arc::default(),
             controller,
             tenants: tenants::Tenants::default(),
+            storage,
             doomed: parking_lot::Mutex::new(Vec::new()),
             leader_throttle,
             follower_throttle,
@@ -415,6 +420,11 @@ impl Broker {
             ));
         }
         groups.take_up(&self.replicas)
+    }
+
+    /// Sums what each tenant's logs take on this broker's volume again.
+    pub(crate) fn refresh_storage(&self) {
+        self.storage.refresh(self.replicas.logs());
     }
 
     /// Every tenant's groups: expires lapsed members and completes stalled rebalances.

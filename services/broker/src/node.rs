@@ -271,8 +271,9 @@ async fn controlled_shutdown(broker: &Broker, link: &ControllerLink) {
     }
 }
 
-/// Removes group members whose sessions lapse and completes stalled rebalances, and, far less
-/// often, forgets idle groups' offsets and idle producers.
+/// Removes group members whose sessions lapse and completes stalled rebalances, sums what
+/// each tenant's logs take every second, and, far less often, forgets idle groups' offsets
+/// and idle producers.
 fn spawn_group_expiry(broker: Arc<Broker>, mut stopping: watch::Receiver<bool>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(Duration::from_millis(250));
@@ -283,12 +284,17 @@ fn spawn_group_expiry(broker: Arc<Broker>, mut stopping: watch::Receiver<bool>) 
             .div_f64(4.0)
             .clamp(Duration::from_millis(250), Duration::from_secs(60));
         let mut last_sweep = tokio::time::Instant::now();
+        let mut last_storage = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 _ = ticks.tick() => {}
                 _ = stopping.changed() => return,
             }
             broker.expire_members();
+            if last_storage.elapsed() >= Duration::from_secs(1) {
+                last_storage = tokio::time::Instant::now();
+                broker.refresh_storage();
+            }
             if last_sweep.elapsed() >= sweep_every {
                 last_sweep = tokio::time::Instant::now();
                 broker.expire_idle_state().await;

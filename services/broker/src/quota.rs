@@ -124,6 +124,15 @@ impl TenantQuotas {
         self.state.lock().quota.as_ref().and_then(|q| q.partitions)
     }
 
+    /// The tenant's `storage_bytes` limit on one broker's volume, if it has one.
+    pub(crate) fn storage_bytes(&self) -> Option<i64> {
+        self.state
+            .lock()
+            .quota
+            .as_ref()
+            .and_then(|q| q.storage_bytes)
+    }
+
     /// How long a request metered by `metered` waits before it is handled.
     pub(crate) fn debt(&self, metered: Metered) -> Duration {
         self.apply(metered, 0.0)

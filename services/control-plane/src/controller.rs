@@ -280,6 +280,7 @@ impl ControllerService {
                 requests_per_sec: quota.requests_per_sec,
                 partitions: quota.partitions,
                 request_percentage: quota.request_percentage,
+                storage_bytes: quota.storage_bytes,
             })
             .collect();
         let mut keys_in_force: Vec<_> = self

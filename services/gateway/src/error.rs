@@ -74,6 +74,9 @@ impl From<ClientError> for GatewayError {
                     | ResponseError::CorruptMessage
                     | ResponseError::InvalidTimestamp,
                 ) => Self::Invalid(e.to_string()),
+                // A limit of the cluster's (a storage quota used up, a bound on producer
+                // states): the call was well formed, and retrying it as it is will not help.
+                Some(ResponseError::PolicyViolation) => Self::Unprocessable(e.to_string()),
                 Some(
                     ResponseError::IllegalGeneration
                     | ResponseError::UnknownMemberId

@@ -244,6 +244,85 @@ fn two_tenants_on_one_listener_each_see_only_their_own() {
     cp.stop();
 }
 
+/// A tenant's `storage_bytes` quota bounds what its logs take on a shared broker's volume:
+/// once acme's records take it, acme's produce is refused with POLICY_VIOLATION while
+/// globex, on the same broker, writes on; a larger quota lets acme write again.
+#[test]
+fn a_tenant_at_its_storage_quota_writes_no_more_and_others_write_on() {
+    let python = python();
+    let postgres = skein_testkit::Postgres::start().unwrap();
+    let url = postgres.database("storage_quota").unwrap();
+    let (_cp, admin_addr, controller) = control_plane(&url);
+    let mut keys = Vec::new();
+    for tenant in ["acme", "globex"] {
+        common::admin::admin(
+            &admin_addr,
+            "POST",
+            "/v1/tenants",
+            &format!(r#"{{"name":"{tenant}"}}"#),
+        );
+        new_principal(&admin_addr, tenant, "app", TOPICS_AND_GROUPS);
+        keys.push(issue_api_key(&admin_addr, tenant, "app"));
+    }
+    let (acme, globex) = (&keys[0], &keys[1]);
+    // A principal may not hold a storage quota: it limits the tenant's logs.
+    let (code, problem) = common::http(
+        &admin_addr,
+        "PUT",
+        "/v1/tenants/acme/principals/app/quota",
+        Some(TOKEN),
+        r#"{"storage_bytes":100000}"#,
+    );
+    assert_eq!(code, 422, "{problem}");
+    common::admin::admin(
+        &admin_addr,
+        "PUT",
+        "/v1/tenants/acme/quota",
+        r#"{"storage_bytes":100000}"#,
+    );
+    let data = tempfile::tempdir().unwrap();
+    let broker = Process::start(&mut every_tenant_broker(
+        &controller,
+        data.path(),
+        1,
+        EVERY_TENANT_LISTENERS,
+    ));
+    let sasl = field(&broker.first_line, "(SASL_PLAINTEXT) on ");
+    for tenant in ["acme", "globex"] {
+        common::admin::admin(
+            &admin_addr,
+            "POST",
+            &format!("/v1/tenants/{tenant}/topics"),
+            r#"{"topic_name":"bulk","partitions_count":1}"#,
+        );
+    }
+    let call = |who: &(String, String), args: &[&str]| sasl_acls(&python, &sasl, who, args);
+    // Its ACLs and quota reach the broker with the metadata stream.
+    wait_for(|| (call(acme, &["produce", "bulk"])["result"] == "ok").then_some(()));
+
+    // 200 KB against a 100 KB quota: what the broker took before it next summed acme's
+    // logs is kept, and from then on acme is refused.
+    let filled = call(acme, &["fill", "bulk", "200", "1000"]);
+    println!("acme filling past its quota: {filled}");
+    let refused = wait_for(|| {
+        let answer = call(acme, &["produce", "bulk"]);
+        (answer["result"] != "ok").then_some(answer)
+    });
+    assert_eq!(refused["result"], "POLICY_VIOLATION", "{refused}");
+    // globex is not touched.
+    let theirs = call(globex, &["fill", "bulk", "200", "1000"]);
+    assert_eq!(theirs["result"], "ok", "{theirs}");
+    assert_eq!(theirs["delivered"], 200, "{theirs}");
+    // A larger quota lets acme write again.
+    common::admin::admin(
+        &admin_addr,
+        "PUT",
+        "/v1/tenants/acme/quota",
+        r#"{"storage_bytes":10000000}"#,
+    );
+    wait_for(|| (call(acme, &["produce", "bulk"])["result"] == "ok").then_some(()));
+}
+
 #[test]
 fn a_broker_serving_every_tenant_refuses_listeners_without_authentication() {
     let postgres = skein_testkit::Postgres::start().unwrap();

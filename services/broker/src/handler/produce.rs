@@ -77,6 +77,20 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
                     continue;
                 }
             };
+            // A tenant whose logs take its storage quota on this broker writes no more here.
+            if let Some(reason) = crate::storage::refusal(
+                broker.storage.held(&kept),
+                call.tenant.quotas.storage_bytes(),
+            ) {
+                tracing::debug!(%name, partition = data.index, %reason, "produce refused");
+                let answer = answer.with_error_code(ResponseError::PolicyViolation.code());
+                partitions.push(if version >= 8 {
+                    answer.with_error_message(Some(StrBytes::from_string(reason)))
+                } else {
+                    answer
+                });
+                continue;
+            }
             // A transactional batch is taken only once the producer's coordinator confirms
             // the partition is in its open transaction (once per transaction here).
             if let Some(records) = data.records.as_deref() {

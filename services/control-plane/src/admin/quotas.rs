@@ -33,6 +33,13 @@ pub struct QuotaLimits {
     /// take, in percent (100 is one thread's whole time; 250 two and a half). Over it,
     /// requests wait and answers carry `throttle_time_ms`.
     pub request_percentage: Option<i64>,
+    /// The most bytes the tenant's logs may take on one broker's volume, replicas
+    /// included, each segment file charged 4096 bytes beyond its bytes. At it, produce to
+    /// the tenant's partitions led by that broker is refused (POLICY_VIOLATION to Kafka
+    /// clients, 422 from the gateway) until retention or record deletion gives bytes back.
+    /// Checked every second, so a tenant may overshoot it by a second's writes.
+    /// Tenant-wide only.
+    pub storage_bytes: Option<i64>,
 }
 
 /// A quota and whom it limits.
@@ -62,6 +69,7 @@ fn quota(limits: &QuotaLimits) -> Quota {
         requests_per_sec: limits.requests_per_sec,
         partitions: limits.partitions,
         request_percentage: limits.request_percentage,
+        storage_bytes: limits.storage_bytes,
     }
 }
 
@@ -72,6 +80,7 @@ fn limits(quota: &Quota) -> QuotaLimits {
         requests_per_sec: quota.requests_per_sec,
         partitions: quota.partitions,
         request_percentage: quota.request_percentage,
+        storage_bytes: quota.storage_bytes,
     }
 }
 
@@ -164,15 +173,20 @@ pub async fn set_principal(
     Path((tenant, principal)): Path<(String, String)>,
     ApiJson(request): ApiJson<QuotaLimits>,
 ) -> Result<Json<QuotaBody>, Problem> {
-    if request.partitions.is_some() {
-        return Err(Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid",
-            format!(
-                "partitions limits the tenant's topics, which belong to no principal; set it \
-                 with PUT /v1/tenants/{tenant}/quota"
-            ),
-        ));
+    for (name, given) in [
+        ("partitions", request.partitions.is_some()),
+        ("storage_bytes", request.storage_bytes.is_some()),
+    ] {
+        if given {
+            return Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                format!(
+                    "{name} limits the tenant's topics, which belong to no principal; set it \
+                     with PUT /v1/tenants/{tenant}/quota"
+                ),
+            ));
+        }
     }
     let owner = find(&state, &tenant).await?;
     let holder = state.catalog.principal(&owner.id, &principal).await?;
