@@ -151,9 +151,7 @@ impl Consumer {
     /// Reads the next records from the assigned partitions, joining the group first when
     /// needed. Waits up to the fetch `max_wait` when there is nothing new.
     pub async fn poll(&mut self) -> Result<Vec<ConsumerRecord>> {
-        if !self.joined || self.rejoin.load(Ordering::SeqCst) {
-            self.rebalance().await?;
-        }
+        self.prepare().await?;
         if self.positions.is_empty() {
             tokio::time::sleep(self.config.fetch.max_wait).await;
             return Ok(Vec::new());
@@ -213,6 +211,34 @@ impl Consumer {
             }
         }
         Ok(records)
+    }
+
+    /// Joins the group, or joins it again when it is rebalancing, so that the assignment
+    /// and [`Consumer::positions`] are current: what [`Consumer::poll`] does before it
+    /// fetches, for callers that fetch the positions themselves (and then
+    /// [`Consumer::seek`] past what they read).
+    pub async fn prepare(&mut self) -> Result<()> {
+        if !self.joined || self.rejoin.load(Ordering::SeqCst) {
+            self.rebalance().await?;
+        }
+        Ok(())
+    }
+
+    /// The next offset to read of each assigned partition.
+    pub fn positions(&self) -> Vec<((String, i32), i64)> {
+        self.positions
+            .iter()
+            .map(|(key, offset)| (key.clone(), *offset))
+            .collect()
+    }
+
+    /// Moves a partition whose position fell outside its log to where
+    /// [`ConsumerConfig::auto_offset_reset`] says; answers the new position.
+    pub async fn reset_position(&mut self, topic: &str, partition: i32) -> Result<i64> {
+        let offset = self.reset_offset(topic, partition).await?;
+        tracing::info!(topic = %topic, partition, offset, "offset out of range; reset");
+        self.positions.insert((topic.to_owned(), partition), offset);
+        Ok(offset)
     }
 
     /// Commits the current positions: the offsets after the records polled so far.

@@ -39,6 +39,7 @@ use crate::call::Call;
 use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
 use crate::quota::Metered;
+use crate::long_polls::LongPolls;
 use crate::read::{read, resolve, ReadLimits, Reader, Start};
 use crate::streams::{Backoff, StreamSlot};
 use crate::Gateway;
@@ -100,6 +101,45 @@ pub fn parse_resume_token(
     Ok((topic, positions))
 }
 
+/// The next records of a group member's partitions: joins the group again when it is
+/// rebalancing, reads each assigned partition from its position through the tenant's long
+/// polls, and moves the positions past what was read (or, out of range, to where the
+/// member's reset policy says). Fails only when nothing was read and a read failed.
+async fn read_group(
+    consumer: &mut Consumer,
+    polls: &LongPolls,
+    isolation: Isolation,
+) -> Result<Vec<skein_client::ConsumerRecord>, GatewayError> {
+    consumer.prepare().await?;
+    let positions = consumer.positions();
+    if positions.is_empty() {
+        tokio::time::sleep(FETCH_WAIT).await;
+        return Ok(Vec::new());
+    }
+    let reads = positions.iter().map(|((topic, partition), offset)| {
+        polls.read(topic, *partition, *offset, 1024 * 1024, FETCH_WAIT, isolation)
+    });
+    let outcomes = futures::future::join_all(reads).await;
+    let mut records = Vec::new();
+    let mut failed = None;
+    for (((topic, partition), _), outcome) in positions.iter().zip(outcomes) {
+        match outcome {
+            Ok(fetched) => {
+                consumer.seek(topic, *partition, fetched.next_offset);
+                records.extend(fetched.records);
+            }
+            Err(GatewayError::OffsetOutOfRange(_)) => {
+                consumer.reset_position(topic, *partition).await?;
+            }
+            Err(e) => failed = Some(e),
+        }
+    }
+    match failed {
+        Some(e) if records.is_empty() => Err(e),
+        _ => Ok(records),
+    }
+}
+
 /// Where records come from.
 enum Source {
     Partitions {
@@ -112,10 +152,13 @@ enum Source {
     },
     Group {
         group: String,
+        /// The group member: its coordinator calls go over connections of its own (a
+        /// JoinGroup waits at the broker), its reads join the tenant's long polls.
         consumer: Box<Consumer>,
         /// The assignment last told to the client.
         told: Option<(i32, BTreeSet<i32>)>,
         tenant: TenantClient,
+        isolation: Isolation,
     },
 }
 
@@ -241,6 +284,7 @@ pub(super) async fn start(
                 consumer: Box::new(Consumer::new(&tenant.client, config)),
                 told: None,
                 tenant,
+                isolation,
             }
         }
         Some(pb::subscribe::Mode::Partitions(partitions)) => {
@@ -643,8 +687,14 @@ impl Session {
                 }
                 records
             }
-            Source::Group { consumer, told, .. } => {
-                let polled = consumer.poll().await;
+            Source::Group {
+                consumer,
+                told,
+                tenant,
+                isolation,
+                ..
+            } => {
+                let polled = read_group(consumer, &tenant.long_polls, *isolation).await;
                 let generation = consumer.generation();
                 let assigned: BTreeSet<i32> =
                     consumer.assignment().into_iter().map(|(_, p)| p).collect();
@@ -683,7 +733,6 @@ impl Session {
                             .collect()
                     }
                     Err(e) => {
-                        let e = GatewayError::from(e);
                         match e {
                             GatewayError::Unavailable(_) | GatewayError::Conflict(_) => {
                                 tracing::debug!(error = %e, "group poll failed; retrying");
