@@ -38,8 +38,8 @@ use crate::brokers::TenantClient;
 use crate::call::Call;
 use crate::client_state::{ClientStateKeys, Kind};
 use crate::error::GatewayError;
-use crate::quota::Metered;
 use crate::long_polls::LongPolls;
+use crate::quota::Metered;
 use crate::read::{read, resolve, ReadLimits, Reader, Start};
 use crate::streams::{Backoff, StreamSlot};
 use crate::Gateway;
@@ -117,7 +117,14 @@ async fn read_group(
         return Ok(Vec::new());
     }
     let reads = positions.iter().map(|((topic, partition), offset)| {
-        polls.read(topic, *partition, *offset, 1024 * 1024, FETCH_WAIT, isolation)
+        polls.read(
+            topic,
+            *partition,
+            *offset,
+            1024 * 1024,
+            FETCH_WAIT,
+            isolation,
+        )
     });
     let outcomes = futures::future::join_all(reads).await;
     let mut records = Vec::new();
@@ -732,16 +739,14 @@ impl Session {
                             .filter(|r| assigned.contains(&r.partition))
                             .collect()
                     }
-                    Err(e) => {
-                        match e {
-                            GatewayError::Unavailable(_) | GatewayError::Conflict(_) => {
-                                tracing::debug!(error = %e, "group poll failed; retrying");
-                                tokio::time::sleep(self.backoff.after_failure()).await;
-                                Vec::new()
-                            }
-                            other => return Err(End::Failed(other.into())),
+                    Err(e) => match e {
+                        GatewayError::Unavailable(_) | GatewayError::Conflict(_) => {
+                            tracing::debug!(error = %e, "group poll failed; retrying");
+                            tokio::time::sleep(self.backoff.after_failure()).await;
+                            Vec::new()
                         }
-                    }
+                        other => return Err(End::Failed(other.into())),
+                    },
                 }
             }
         };
