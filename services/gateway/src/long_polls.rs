@@ -35,8 +35,9 @@ const IDLE: Duration = Duration::from_secs(60);
 /// The most bytes one round asks of a broker, over all the partitions it names.
 const ROUND_MAX_BYTES: i32 = 16 * 1024 * 1024;
 
-/// The reads one poller holds waiting; past it a read is refused as unavailable.
-const WAITING_PER_POLLER: usize = 4096;
+/// The reads one poller holds waiting (each a few hundred bytes); past it a read is refused
+/// as unavailable.
+const WAITING_PER_POLLER: usize = 65_536;
 
 /// How often a read is retried after the leader moved or the connection broke.
 const RETRIES: u32 = 3;
@@ -194,8 +195,12 @@ async fn poll(client: Client, leader: i32, mut incoming: mpsc::Receiver<Wanted>)
                 Ok(None) | Err(_) => return,
             }
         }
-        while let Ok(wanted) = incoming.try_recv() {
-            waiting.push(wanted);
+        // Taken up to the bound; past it, senders find the channel full.
+        while waiting.len() < WAITING_PER_POLLER {
+            match incoming.try_recv() {
+                Ok(wanted) => waiting.push(wanted),
+                Err(_) => break,
+            }
         }
         waiting.retain(|w| !w.reply.is_closed());
         // Reads whose time is up after at least one round: answered empty.
@@ -236,6 +241,8 @@ async fn poll(client: Client, leader: i32, mut incoming: mpsc::Receiver<Wanted>)
 struct Round {
     isolation: Isolation,
     targets: Vec<FetchTarget>,
+    /// Where each partition is among the targets.
+    at: HashMap<(String, i32), usize>,
 }
 
 impl Round {
@@ -243,26 +250,35 @@ impl Round {
         // The isolation of the read waiting longest; reads of the other wait a round.
         let isolation = waiting[0].isolation;
         let mut targets: Vec<FetchTarget> = Vec::new();
+        let mut at: HashMap<(String, i32), usize> = HashMap::new();
         for wanted in waiting.iter().filter(|w| w.isolation == isolation) {
-            match targets
-                .iter_mut()
-                .find(|t| t.partition == wanted.partition && t.topic == wanted.topic)
-            {
-                Some(target) => {
+            match at.get(&(wanted.topic.clone(), wanted.partition)) {
+                Some(&i) => {
+                    let target = &mut targets[i];
                     target.offset = target.offset.min(wanted.offset);
                     target.max_bytes = target.max_bytes.max(Some(wanted.max_bytes));
                 }
-                None => targets.push(
-                    FetchTarget::new(wanted.topic.clone(), wanted.partition, wanted.offset)
-                        .with_max_bytes(wanted.max_bytes),
-                ),
+                None => {
+                    at.insert((wanted.topic.clone(), wanted.partition), targets.len());
+                    targets.push(
+                        FetchTarget::new(wanted.topic.clone(), wanted.partition, wanted.offset)
+                            .with_max_bytes(wanted.max_bytes),
+                    );
+                }
             }
         }
         // A broker fills an answer in the order partitions are named: start each round at
         // another one so that no partition always comes last.
         let len = targets.len();
         targets.rotate_left(turn % len);
-        Self { isolation, targets }
+        for (i, target) in targets.iter().enumerate() {
+            at.insert((target.topic.clone(), target.partition), i);
+        }
+        Self {
+            isolation,
+            targets,
+            at,
+        }
     }
 
     /// How long the broker may wait: to the nearest deadline of the round's reads, at most
@@ -298,9 +314,9 @@ impl Round {
         for mut wanted in waiting {
             let at = (wanted.isolation == self.isolation)
                 .then(|| {
-                    self.targets
-                        .iter()
-                        .position(|t| t.partition == wanted.partition && t.topic == wanted.topic)
+                    self.at
+                        .get(&(wanted.topic.clone(), wanted.partition))
+                        .copied()
                 })
                 .flatten();
             let Some(at) = at else {
