@@ -167,6 +167,9 @@ pub(crate) struct PartitionProducers {
     producers: HashMap<i64, ProducerEntry>,
     /// The producer states of every partition of the partition's tenant.
     held: Held,
+    /// `producer.id.expiration.ms` (0: none): a producer the log shows idle for longer is
+    /// not rebuilt.
+    expiration_ms: i64,
     /// Transactional producers (id, epoch) whose coordinator confirmed that their open
     /// transaction includes this partition; forgotten at the transaction's marker.
     verified: HashMap<i64, i16>,
@@ -178,6 +181,16 @@ impl PartitionProducers {
         if self.loaded {
             return Ok(());
         }
+        let loaded_at = now_ms();
+        // When a batch was written, as its own timestamp says (as Kafka rebuilds it), never
+        // later than now; a batch without one counts as written now.
+        let written_at = |h: &BatchHeader| {
+            if h.max_timestamp < 0 {
+                loaded_at
+            } else {
+                h.max_timestamp.min(loaded_at)
+            }
+        };
         let mut producers: HashMap<i64, ProducerEntry> = HashMap::new();
         log.for_each_batch_header(log.log_start_offset(), |h| {
             if h.producer_id >= 0 && h.is_control() {
@@ -186,6 +199,7 @@ impl PartitionProducers {
                     entry.batches.clear();
                     entry.epoch = h.producer_epoch;
                 }
+                entry.last_write_ms = entry.last_write_ms.max(written_at(h));
             } else if h.producer_id >= 0 {
                 let entry = producers.entry(h.producer_id).or_default();
                 if h.producer_epoch != entry.epoch {
@@ -193,11 +207,14 @@ impl PartitionProducers {
                     entry.epoch = h.producer_epoch;
                 }
                 remember(entry, h, h.base_offset);
+                entry.last_write_ms = entry.last_write_ms.max(written_at(h));
             }
         })?;
-        let loaded_at = now_ms();
-        for entry in producers.values_mut() {
-            entry.last_write_ms = loaded_at;
+        // Producers idle past their expiration would have expired had this broker held
+        // them all along: not rebuilt, so that a failover brings back only what the leader
+        // before it held.
+        if self.expiration_ms > 0 {
+            producers.retain(|_, p| p.last_write_ms.saturating_add(self.expiration_ms) > loaded_at);
         }
         // What the log holds was acknowledged: kept, whatever the bound.
         self.held.less(self.producers.len());
@@ -356,16 +373,19 @@ fn remember(entry: &mut ProducerEntry, h: &BatchHeader, base_offset: i64) {
 pub(crate) struct ProducerStates {
     tenancy: Tenancy,
     most_per_tenant: usize,
+    /// `producer.id.expiration.ms`, for rebuilding a partition's producers.
+    expiration_ms: i64,
     partitions: Mutex<HashMap<TopicPartition, Arc<Mutex<PartitionProducers>>>>,
     /// Per tenant (`None` for a broker serving one), the count its partitions share.
     held: Mutex<HashMap<Option<String>, Arc<AtomicUsize>>>,
 }
 
 impl ProducerStates {
-    pub(crate) fn new(tenancy: Tenancy, most_per_tenant: usize) -> Self {
+    pub(crate) fn new(tenancy: Tenancy, most_per_tenant: usize, expiration_ms: i64) -> Self {
         Self {
             tenancy,
             most_per_tenant,
+            expiration_ms,
             partitions: Mutex::default(),
             held: Mutex::default(),
         }
@@ -383,6 +403,7 @@ impl ProducerStates {
                 count,
                 most: self.most_per_tenant,
             },
+            expiration_ms: self.expiration_ms,
             ..PartitionProducers::default()
         }));
         partitions.insert(tp.clone(), Arc::clone(&state));
@@ -501,7 +522,7 @@ mod tests {
 
     #[test]
     fn a_tenants_producer_states_are_bounded_across_its_partitions() {
-        let states = ProducerStates::new(Tenancy::Every, 3);
+        let states = ProducerStates::new(Tenancy::Every, 3, 0);
         let tp = |topic: &str, partition| TopicPartition::new(topic, partition);
         let write = |tp: &TopicPartition, pid: i64| {
             let state = states.partition(tp);

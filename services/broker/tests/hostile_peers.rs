@@ -380,69 +380,88 @@ fn transactional_ids_are_bounded_in_length_and_number_and_idle_ones_expire() {
     }
 }
 
+/// A new idempotent producer id (InitProducerId without a transactional id).
+fn new_producer(client: &mut Client) -> (i64, i16) {
+    use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(10_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let answer: InitProducerIdResponse = client.call(22, 4, &request);
+    assert_eq!(answer.error_code, 0);
+    (answer.producer_id.0, answer.producer_epoch)
+}
+
+/// One record of `producer` at `sequence` (timestamped `timestamp`) to partition 0 of
+/// `topic`; answers the error code.
+fn write_as(
+    client: &mut Client,
+    topic: &str,
+    producer: (i64, i16),
+    sequence: i32,
+    timestamp: i64,
+) -> i16 {
+    let record = NewRecord {
+        key: None,
+        value: Some(b"minted".to_vec()),
+        headers: Vec::new(),
+        timestamp,
+    };
+    let fields = ProducerFields {
+        producer_id: producer.0,
+        producer_epoch: producer.1,
+        base_sequence: sequence,
+    };
+    let batch = build_batch(&[record], Compression::None, fields).unwrap();
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(batch)))])]);
+    let answer: ProduceResponse = client.call(0, 7, &request);
+    answer.responses[0].partition_responses[0].error_code
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
 /// Idempotent producer states are bounded: a client that mints producer ids and writes one
 /// record with each cannot grow the broker past `max_producer_states_per_tenant`; a producer
 /// it holds goes on writing, and expired ones give their places back.
 #[test]
 fn idempotent_producer_states_are_bounded_and_expired_ones_give_their_place_back() {
-    use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
     let broker = TestBroker::start_with(|config| {
         config.max_producer_states_per_tenant = 3;
         config.producer_id_expiration = Duration::from_secs(1);
     });
     broker.create_topic("minted", 1);
     let mut client = Client::connect(&broker);
-    let new_producer = |client: &mut Client| {
-        let request = InitProducerIdRequest::default()
-            .with_transactional_id(None)
-            .with_transaction_timeout_ms(10_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1);
-        let answer: InitProducerIdResponse = client.call(22, 4, &request);
-        assert_eq!(answer.error_code, 0);
-        (answer.producer_id.0, answer.producer_epoch)
-    };
-    let write = |client: &mut Client, producer: (i64, i16), sequence: i32| {
-        let record = NewRecord {
-            key: None,
-            value: Some(b"minted".to_vec()),
-            headers: Vec::new(),
-            timestamp: 1,
-        };
-        let fields = ProducerFields {
-            producer_id: producer.0,
-            producer_epoch: producer.1,
-            base_sequence: sequence,
-        };
-        let batch = build_batch(&[record], Compression::None, fields).unwrap();
-        let request = ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(name("minted"))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(Bytes::from(batch)))])]);
-        let answer: ProduceResponse = client.call(0, 7, &request);
-        answer.responses[0].partition_responses[0].error_code
-    };
+    let now = now_ms();
     let held: Vec<(i64, i16)> = (0..3).map(|_| new_producer(&mut client)).collect();
     for producer in &held {
-        assert_eq!(write(&mut client, *producer, 0), 0);
+        assert_eq!(write_as(&mut client, "minted", *producer, 0, now), 0);
     }
     let fourth = new_producer(&mut client);
     assert_eq!(
-        write(&mut client, fourth, 0),
+        write_as(&mut client, "minted", fourth, 0, now),
         ResponseError::PolicyViolation.code()
     );
     // A producer the broker holds goes on, and a retry is still answered as a duplicate.
-    assert_eq!(write(&mut client, held[0], 1), 0);
-    assert_eq!(write(&mut client, held[0], 1), 0);
+    assert_eq!(write_as(&mut client, "minted", held[0], 1, now), 0);
+    assert_eq!(write_as(&mut client, "minted", held[0], 1, now), 0);
     assert_eq!(latest(&mut client, "minted"), 4);
     // Idle states expire (`producer.id.expiration.ms`), and the fourth gets a place.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match write(&mut client, fourth, 0) {
+        match write_as(&mut client, "minted", fourth, 0, now_ms()) {
             0 => break,
             code if code == ResponseError::PolicyViolation.code() && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(200));
@@ -451,6 +470,50 @@ fn idempotent_producer_states_are_bounded_and_expired_ones_give_their_place_back
         }
     }
     assert_eq!(latest(&mut client, "minted"), 5);
+}
+
+/// After a restart a partition rebuilds its producers from the log, and counts them: only
+/// those whose last batch is within `producer.id.expiration.ms`, so that a failover does
+/// not bring back, and count against the tenant, producers long gone.
+#[test]
+fn a_restart_rebuilds_only_the_producers_that_had_not_expired() {
+    let mut broker = TestBroker::start_with(|config| {
+        config.max_producer_states_per_tenant = 3;
+        config.producer_id_expiration = Duration::from_secs(3600);
+    });
+    broker.create_topic("minted", 1);
+    let mut client = Client::connect(&broker);
+    // Three producers whose batches say they were written two hours ago: held while the
+    // broker runs (it saw them write just now), so a fourth is refused.
+    let long_ago = now_ms() - 2 * 3600 * 1000;
+    for _ in 0..3 {
+        let producer = new_producer(&mut client);
+        assert_eq!(write_as(&mut client, "minted", producer, 0, long_ago), 0);
+    }
+    let fourth = new_producer(&mut client);
+    assert_eq!(
+        write_as(&mut client, "minted", fourth, 0, now_ms()),
+        ResponseError::PolicyViolation.code()
+    );
+    // One more that wrote a moment ago, then a restart.
+    drop(client);
+    broker.restart();
+    let mut client = Client::connect(&broker);
+    let recent = new_producer(&mut client);
+    assert_eq!(write_as(&mut client, "minted", recent, 0, now_ms()), 0);
+    // The rebuild left out the three idle ones: room for two more, and the recent one's
+    // retry is still a duplicate.
+    for _ in 0..2 {
+        let producer = new_producer(&mut client);
+        assert_eq!(write_as(&mut client, "minted", producer, 0, now_ms()), 0);
+    }
+    let one_too_many = new_producer(&mut client);
+    assert_eq!(
+        write_as(&mut client, "minted", one_too_many, 0, now_ms()),
+        ResponseError::PolicyViolation.code()
+    );
+    assert_eq!(write_as(&mut client, "minted", recent, 0, now_ms()), 0);
+    assert_eq!(latest(&mut client, "minted"), 6);
 }
 
 /// Commits `offset` with `metadata` for `group` on partitions 0..`partitions` of `topic`

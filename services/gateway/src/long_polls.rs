@@ -6,11 +6,14 @@
 //! bounded by the tenants it serves, not by the streams they open.
 //!
 //! A poller per leader keeps the reads waiting on it and fetches them in rounds: one request
-//! naming each partition once (from the lowest offset any read wants there), waiting up to
-//! [`ROUND_WAIT`] or the nearest deadline. The broker answers as soon as any of them has
-//! records; each read is answered when its records came (sliced from its own offset), when
-//! its position moved, when its partition failed, or when its deadline passed; the rest
-//! wait for the next round. A read whose caller went away is dropped before the next round.
+//! naming each partition once, waiting up to [`ROUND_WAIT`] or the nearest deadline. The
+//! broker answers as soon as any of them has records; each read is answered when its records
+//! came (sliced from its own offset, up to its own bytes), when its position moved, when its
+//! partition failed, or when its deadline passed; the rest wait for the next round. So that
+//! no read waits on others, rounds take turns: between the two isolation levels when both
+//! are waiting, and, for a partition read at several offsets, between the lowest offset
+//! (readers catching up) and the highest (readers at the tail). A read whose caller went
+//! away is dropped before the next round.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,9 +38,12 @@ const IDLE: Duration = Duration::from_secs(60);
 /// The most bytes one round asks of a broker, over all the partitions it names.
 const ROUND_MAX_BYTES: i32 = 16 * 1024 * 1024;
 
-/// The reads one poller holds waiting (each a few hundred bytes); past it a read is refused
-/// as unavailable.
+/// The reads one poller holds waiting (each a few hundred bytes); past it new reads wait to
+/// be taken.
 const WAITING_PER_POLLER: usize = 65_536;
+
+/// Reads handed to a poller and not yet taken.
+const HANDED: usize = 1024;
 
 /// How often a read is retried after the leader moved or the connection broke.
 const RETRIES: u32 = 3;
@@ -121,7 +127,8 @@ impl LongPolls {
                         high_watermark: -1,
                         reply,
                     };
-                    match self.poller(leader).try_send(wanted) {
+                    let poller = self.poller(leader);
+                    match poller.send(wanted).await {
                         Ok(()) => answer.await.unwrap_or_else(|_| {
                             Err(Failed {
                                 error: GatewayError::Unavailable(
@@ -130,13 +137,16 @@ impl LongPolls {
                                 retry: true,
                             })
                         }),
-                        Err(mpsc::error::TrySendError::Full(_)) => {
-                            return Err(GatewayError::Unavailable(format!(
-                                "too many reads are waiting on broker {leader}; try again"
-                            )))
-                        }
-                        Err(mpsc::error::TrySendError::Closed(_)) => {
-                            self.pollers.lock().remove(&leader);
+                        Err(_) => {
+                            // Stopped (idle): forget it, unless another read started its
+                            // successor already.
+                            let mut pollers = self.pollers.lock();
+                            if pollers
+                                .get(&leader)
+                                .is_some_and(|s| s.same_channel(&poller))
+                            {
+                                pollers.remove(&leader);
+                            }
                             Err(Failed {
                                 error: GatewayError::Unavailable(
                                     "the poller stopped; try again".to_owned(),
@@ -168,7 +178,7 @@ impl LongPolls {
         if let Some(sender) = pollers.get(&leader).filter(|s| !s.is_closed()) {
             return sender.clone();
         }
-        let (sender, receiver) = mpsc::channel(WAITING_PER_POLLER);
+        let (sender, receiver) = mpsc::channel(HANDED);
         tokio::spawn(poll(self.client.clone(), leader, receiver));
         pollers.insert(leader, sender.clone());
         sender
@@ -247,15 +257,33 @@ struct Round {
 
 impl Round {
     fn of(waiting: &[Wanted], turn: usize) -> Self {
-        // The isolation of the read waiting longest; reads of the other wait a round.
-        let isolation = waiting[0].isolation;
+        // The isolation of the read waiting longest on even turns, the other one (when a
+        // read wants it) on odd ones: neither waits more than a round for the other.
+        let oldest = waiting[0].isolation;
+        let isolation = if turn % 2 == 1 {
+            waiting
+                .iter()
+                .map(|w| w.isolation)
+                .find(|i| *i != oldest)
+                .unwrap_or(oldest)
+        } else {
+            oldest
+        };
+        // A partition read at several offsets: from the lowest on even turns of the pair,
+        // the highest on odd ones, so that readers catching up cannot keep readers at the
+        // tail from new records, nor the other way round.
+        let from_highest = (turn / 2) % 2 == 1;
         let mut targets: Vec<FetchTarget> = Vec::new();
         let mut at: HashMap<(String, i32), usize> = HashMap::new();
         for wanted in waiting.iter().filter(|w| w.isolation == isolation) {
             match at.get(&(wanted.topic.clone(), wanted.partition)) {
                 Some(&i) => {
                     let target = &mut targets[i];
-                    target.offset = target.offset.min(wanted.offset);
+                    target.offset = if from_highest {
+                        target.offset.max(wanted.offset)
+                    } else {
+                        target.offset.min(wanted.offset)
+                    };
                     target.max_bytes = target.max_bytes.max(Some(wanted.max_bytes));
                 }
                 None => {
@@ -331,9 +359,14 @@ impl Round {
                 }
                 // Another read's offset failed (out of range, say): this one asks alone next.
                 Err(_) => left.push(wanted),
+                // Fetched from past this read's offset: its records are not in the answer.
+                Ok(fetched) if wanted.offset < target.offset => {
+                    wanted.high_watermark = fetched.high_watermark;
+                    left.push(wanted);
+                }
                 Ok(fetched) => {
                     wanted.high_watermark = fetched.high_watermark;
-                    match from_offset(fetched, wanted.offset) {
+                    match from_offset(fetched, wanted.offset, wanted.max_bytes) {
                         Some(own) => {
                             let _ = wanted.reply.send(Ok(own));
                         }
@@ -346,28 +379,55 @@ impl Round {
     }
 }
 
-/// What `fetched` (read from an offset at or before `offset`) answers a read from `offset`:
-/// its records from there on, or, when there are none, the position it moved to; `None`
-/// when it says nothing new for that read.
-fn from_offset(fetched: &FetchedPartition, offset: i64) -> Option<FetchedPartition> {
-    let records: Vec<ConsumerRecord> = fetched
-        .records
-        .iter()
-        .filter(|r| r.offset >= offset)
-        .cloned()
-        .collect();
+/// What `fetched` (read from an offset at or before `offset`) answers a read from `offset`
+/// of at most `max_bytes`: its records from there on, as many as fit (one at least), or,
+/// when there are none, the position it moved to; `None` when it says nothing new for that
+/// read.
+fn from_offset(
+    fetched: &FetchedPartition,
+    offset: i64,
+    max_bytes: i32,
+) -> Option<FetchedPartition> {
+    let budget = usize::try_from(max_bytes).unwrap_or(0);
+    let mut taken = 0usize;
+    let mut records: Vec<ConsumerRecord> = Vec::new();
+    let mut cut = false;
+    for record in fetched.records.iter().filter(|r| r.offset >= offset) {
+        let size = record_bytes(record);
+        if !records.is_empty() && taken.saturating_add(size) > budget {
+            cut = true;
+            break;
+        }
+        taken = taken.saturating_add(size);
+        records.push(record.clone());
+    }
     if records.is_empty() && fetched.next_offset <= offset {
         return None;
     }
+    let next_offset = match records.last() {
+        Some(last) if cut => last.offset + 1,
+        _ => fetched.next_offset.max(offset),
+    };
     Some(FetchedPartition {
         topic: fetched.topic.clone(),
         partition: fetched.partition,
         records,
-        next_offset: fetched.next_offset.max(offset),
+        next_offset,
         high_watermark: fetched.high_watermark,
         last_stable_offset: fetched.last_stable_offset,
         log_start_offset: fetched.log_start_offset,
     })
+}
+
+/// The bytes of a record's key, value and headers.
+pub fn record_bytes(record: &ConsumerRecord) -> usize {
+    record.key.as_ref().map_or(0, |k| k.len())
+        + record.value.as_ref().map_or(0, |v| v.len())
+        + record
+            .headers
+            .iter()
+            .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
+            .sum::<usize>()
 }
 
 #[cfg(test)]
@@ -421,18 +481,56 @@ mod tests {
     #[test]
     fn a_read_gets_only_its_own_records_of_a_fetch_from_an_earlier_offset() {
         let answer = fetched(3..8, 8);
-        let own = from_offset(&answer, 5).unwrap();
+        let own = from_offset(&answer, 5, 1024).unwrap();
         assert_eq!(
             own.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
             [5, 6, 7]
         );
         assert_eq!(own.next_offset, 8);
         // Nothing at or after 8 yet: the read keeps waiting.
-        assert!(from_offset(&answer, 8).is_none());
+        assert!(from_offset(&answer, 8, 1024).is_none());
         // No records but a position that moved (control records, say): answered.
-        let moved = from_offset(&fetched(0..0, 4), 2).unwrap();
+        let moved = from_offset(&fetched(0..0, 4), 2, 1024).unwrap();
         assert!(moved.records.is_empty());
         assert_eq!(moved.next_offset, 4);
+        // Only what fits the read's own bytes (each value here is one byte), one at least.
+        let small = from_offset(&answer, 3, 2).unwrap();
+        assert_eq!(
+            small.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            [3, 4]
+        );
+        assert_eq!(small.next_offset, 5);
+        assert_eq!(from_offset(&answer, 3, 0).unwrap().records.len(), 1);
+    }
+
+    #[test]
+    fn rounds_take_turns_between_isolations_and_between_low_and_high_offsets() {
+        let (mut uncommitted, _answer) = wanted("t", 1, 0);
+        uncommitted.isolation = Isolation::ReadUncommitted;
+        let reads = vec![wanted("t", 0, 2).0, wanted("t", 0, 9).0, uncommitted];
+        let offsets_of = |round: &Round| -> Vec<(i32, i64)> {
+            let mut o: Vec<(i32, i64)> = round
+                .targets
+                .iter()
+                .map(|t| (t.partition, t.offset))
+                .collect();
+            o.sort();
+            o
+        };
+        // Turn 0: the oldest read's isolation, from the lowest offset.
+        let round = Round::of(&reads, 0);
+        assert_eq!(round.isolation, Isolation::ReadCommitted);
+        assert_eq!(offsets_of(&round), [(0, 2)]);
+        // Turn 1: the other isolation.
+        let round = Round::of(&reads, 1);
+        assert_eq!(round.isolation, Isolation::ReadUncommitted);
+        assert_eq!(offsets_of(&round), [(1, 0)]);
+        // Turn 2: from the highest offset; the read behind it is not answered from it.
+        let round = Round::of(&reads, 2);
+        assert_eq!(offsets_of(&round), [(0, 9)]);
+        let left = round.answer(reads, Ok(vec![Ok(fetched(9..11, 11))]));
+        assert_eq!(left.len(), 2);
+        assert!(left.iter().any(|w| w.offset == 2 && w.asked));
     }
 
     #[test]
@@ -458,10 +556,10 @@ mod tests {
                 ("u".to_owned(), 0, 7)
             ]
         );
-        // Another turn starts at another partition.
+        // Another turn (of the same isolation and offsets) starts at another partition.
         assert_ne!(
             Round::of(&reads, 0).targets[0],
-            Round::of(&reads, 1).targets[0]
+            Round::of(&reads, 4).targets[0]
         );
     }
 

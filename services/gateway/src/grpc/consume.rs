@@ -102,41 +102,61 @@ pub fn parse_resume_token(
 }
 
 /// The next records of a group member's partitions: joins the group again when it is
-/// rebalancing, reads each assigned partition from its position through the tenant's long
-/// polls, and moves the positions past what was read (or, out of range, to where the
-/// member's reset policy says). Fails only when nothing was read and a read failed.
+/// rebalancing, reads the assigned partitions from their positions through the tenant's
+/// long polls, and moves the positions past what was read (or, out of range, to where the
+/// member's reset policy says). Answers once any partition has answered, with what the
+/// others answered by then (as one Fetch for them all would); the reads still waiting are
+/// dropped, their positions unmoved. Fails only when nothing was read and a read failed.
 async fn read_group(
     consumer: &mut Consumer,
     polls: &LongPolls,
     isolation: Isolation,
 ) -> Result<Vec<skein_client::ConsumerRecord>, GatewayError> {
+    use futures::stream::{FuturesUnordered, StreamExt};
+    use futures::FutureExt;
     consumer.prepare().await?;
     let positions = consumer.positions();
     if positions.is_empty() {
         tokio::time::sleep(FETCH_WAIT).await;
         return Ok(Vec::new());
     }
-    let reads = positions.iter().map(|((topic, partition), offset)| {
-        polls.read(
-            topic,
-            *partition,
-            *offset,
-            1024 * 1024,
-            FETCH_WAIT,
-            isolation,
-        )
-    });
-    let outcomes = futures::future::join_all(reads).await;
+    let mut reads: FuturesUnordered<_> = positions
+        .iter()
+        .map(|((topic, partition), offset)| async move {
+            let outcome = polls
+                .read(
+                    topic,
+                    *partition,
+                    *offset,
+                    1024 * 1024,
+                    FETCH_WAIT,
+                    isolation,
+                )
+                .await;
+            (topic, *partition, outcome)
+        })
+        .collect();
+    let mut answered = Vec::new();
+    if let Some(first) = reads.next().await {
+        answered.push(first);
+        // What the others have by now; the rest are left for the next poll.
+        while let Some(Some(more)) = reads.next().now_or_never() {
+            answered.push(more);
+        }
+    }
+    drop(reads);
     let mut records = Vec::new();
     let mut failed = None;
-    for (((topic, partition), _), outcome) in positions.iter().zip(outcomes) {
+    for (topic, partition, outcome) in answered {
         match outcome {
             Ok(fetched) => {
-                consumer.seek(topic, *partition, fetched.next_offset);
+                consumer.seek(topic, partition, fetched.next_offset);
                 records.extend(fetched.records);
             }
             Err(GatewayError::OffsetOutOfRange(_)) => {
-                consumer.reset_position(topic, *partition).await?;
+                if let Err(e) = consumer.reset_position(topic, partition).await {
+                    failed = Some(GatewayError::from(e));
+                }
             }
             Err(e) => failed = Some(e),
         }
