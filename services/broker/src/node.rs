@@ -293,7 +293,12 @@ fn spawn_group_expiry(broker: Arc<Broker>, mut stopping: watch::Receiver<bool>) 
             broker.expire_members();
             if last_storage.elapsed() >= Duration::from_secs(1) {
                 last_storage = tokio::time::Instant::now();
-                broker.refresh_storage();
+                // It takes every log's lock in turn: off the async workers.
+                let summing = Arc::clone(&broker);
+                if let Err(e) = tokio::task::spawn_blocking(move || summing.refresh_storage()).await
+                {
+                    tracing::warn!(error = %e, "summing the tenants' storage failed");
+                }
             }
             if last_sweep.elapsed() >= sweep_every {
                 last_sweep = tokio::time::Instant::now();
