@@ -118,6 +118,9 @@ struct ProducerEntry {
     /// When this broker last wrote (or, after a start, loaded) a batch of the producer, in
     /// wall-clock milliseconds: its state expires `producer.id.expiration.ms` after that.
     last_write_ms: i64,
+    /// Counted against the tenant's bound: made by a write to this broker, not rebuilt from
+    /// the log.
+    counted: bool,
 }
 
 fn now_ms() -> i64 {
@@ -167,9 +170,6 @@ pub(crate) struct PartitionProducers {
     producers: HashMap<i64, ProducerEntry>,
     /// The producer states of every partition of the partition's tenant.
     held: Held,
-    /// `producer.id.expiration.ms` (0: none): a producer the log shows idle for longer is
-    /// not rebuilt.
-    expiration_ms: i64,
     /// Transactional producers (id, epoch) whose coordinator confirmed that their open
     /// transaction includes this partition; forgotten at the transaction's marker.
     verified: HashMap<i64, i16>,
@@ -181,16 +181,6 @@ impl PartitionProducers {
         if self.loaded {
             return Ok(());
         }
-        let loaded_at = now_ms();
-        // When a batch was written, as its own timestamp says (as Kafka rebuilds it), never
-        // later than now; a batch without one counts as written now.
-        let written_at = |h: &BatchHeader| {
-            if h.max_timestamp < 0 {
-                loaded_at
-            } else {
-                h.max_timestamp.min(loaded_at)
-            }
-        };
         let mut producers: HashMap<i64, ProducerEntry> = HashMap::new();
         log.for_each_batch_header(log.log_start_offset(), |h| {
             if h.producer_id >= 0 && h.is_control() {
@@ -199,7 +189,6 @@ impl PartitionProducers {
                     entry.batches.clear();
                     entry.epoch = h.producer_epoch;
                 }
-                entry.last_write_ms = entry.last_write_ms.max(written_at(h));
             } else if h.producer_id >= 0 {
                 let entry = producers.entry(h.producer_id).or_default();
                 if h.producer_epoch != entry.epoch {
@@ -207,21 +196,26 @@ impl PartitionProducers {
                     entry.epoch = h.producer_epoch;
                 }
                 remember(entry, h, h.base_offset);
-                entry.last_write_ms = entry.last_write_ms.max(written_at(h));
             }
         })?;
-        // Producers idle past their expiration would have expired had this broker held
-        // them all along: not rebuilt, so that a failover brings back only what the leader
-        // before it held.
-        if self.expiration_ms > 0 {
-            producers.retain(|_, p| p.last_write_ms.saturating_add(self.expiration_ms) > loaded_at);
+        // Rebuilt producers are kept as written now, so that a retry after a failover is
+        // still a duplicate (a batch's own timestamp is the client's, and may be old). They
+        // are not counted against the tenant's bound: each stands for batches the log
+        // already holds, bounded by the tenant's retention and storage, and counting them
+        // would lock a tenant out of new producers after a failover for a day.
+        let loaded_at = now_ms();
+        for entry in producers.values_mut() {
+            entry.last_write_ms = loaded_at;
         }
-        // What the log holds was acknowledged: kept, whatever the bound.
-        self.held.less(self.producers.len());
-        self.held.more(producers.len());
+        self.held.less(self.counted());
         self.producers = producers;
         self.loaded = true;
         Ok(())
+    }
+
+    /// How many of the producers here count against the tenant's bound.
+    fn counted(&self) -> usize {
+        self.producers.values().filter(|p| p.counted).count()
     }
 
     pub(crate) fn check(&self, h: &BatchHeader) -> Verdict {
@@ -266,7 +260,13 @@ impl PartitionProducers {
         if !self.producers.contains_key(&h.producer_id) {
             self.held.more(1);
         }
-        let entry = self.producers.entry(h.producer_id).or_default();
+        let entry = self
+            .producers
+            .entry(h.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                counted: true,
+                ..ProducerEntry::default()
+            });
         if h.producer_epoch != entry.epoch {
             entry.batches.clear();
             entry.epoch = h.producer_epoch;
@@ -283,7 +283,13 @@ impl PartitionProducers {
         if !self.producers.contains_key(&h.producer_id) {
             self.held.more(1);
         }
-        let entry = self.producers.entry(h.producer_id).or_default();
+        let entry = self
+            .producers
+            .entry(h.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                counted: true,
+                ..ProducerEntry::default()
+            });
         if h.producer_epoch > entry.epoch {
             entry.batches.clear();
             entry.epoch = h.producer_epoch;
@@ -321,12 +327,11 @@ impl PartitionProducers {
     /// Forgets producers that wrote nothing for `expiration_ms` before `now_ms`; answers how
     /// many.
     fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
-        let before = self.producers.len();
+        let (before, counted) = (self.producers.len(), self.counted());
         self.producers
             .retain(|_, p| p.last_write_ms.saturating_add(expiration_ms) > now_ms);
-        let expired = before - self.producers.len();
-        self.held.less(expired);
-        expired
+        self.held.less(counted - self.counted());
+        before - self.producers.len()
     }
 }
 
@@ -336,6 +341,9 @@ struct Held {
     count: Arc<AtomicUsize>,
     /// 0: no bound (a partition state made outside [`ProducerStates`]).
     most: usize,
+    /// The partition was forgotten, its states given back: a write that still holds its
+    /// old state counts nothing more.
+    retired: bool,
 }
 
 impl Held {
@@ -344,15 +352,26 @@ impl Held {
     }
 
     fn more(&self, n: usize) {
-        self.count.fetch_add(n, Ordering::Relaxed);
+        if !self.retired {
+            self.count.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     fn less(&self, n: usize) {
+        if self.retired {
+            return;
+        }
         let _ = self
             .count
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
                 Some(c.saturating_sub(n))
             });
+    }
+
+    /// Gives back the `n` states of a forgotten partition, once.
+    fn retire(&mut self, n: usize) {
+        self.less(n);
+        self.retired = true;
     }
 }
 
@@ -373,19 +392,16 @@ fn remember(entry: &mut ProducerEntry, h: &BatchHeader, base_offset: i64) {
 pub(crate) struct ProducerStates {
     tenancy: Tenancy,
     most_per_tenant: usize,
-    /// `producer.id.expiration.ms`, for rebuilding a partition's producers.
-    expiration_ms: i64,
     partitions: Mutex<HashMap<TopicPartition, Arc<Mutex<PartitionProducers>>>>,
     /// Per tenant (`None` for a broker serving one), the count its partitions share.
     held: Mutex<HashMap<Option<String>, Arc<AtomicUsize>>>,
 }
 
 impl ProducerStates {
-    pub(crate) fn new(tenancy: Tenancy, most_per_tenant: usize, expiration_ms: i64) -> Self {
+    pub(crate) fn new(tenancy: Tenancy, most_per_tenant: usize) -> Self {
         Self {
             tenancy,
             most_per_tenant,
-            expiration_ms,
             partitions: Mutex::default(),
             held: Mutex::default(),
         }
@@ -402,8 +418,8 @@ impl ProducerStates {
             held: Held {
                 count,
                 most: self.most_per_tenant,
+                retired: false,
             },
-            expiration_ms: self.expiration_ms,
             ..PartitionProducers::default()
         }));
         partitions.insert(tp.clone(), Arc::clone(&state));
@@ -413,8 +429,9 @@ impl ProducerStates {
     /// Forgets a deleted partition, and gives its producer states back to its tenant.
     pub(crate) fn forget(&self, tp: &TopicPartition) {
         if let Some(state) = self.partitions.lock().remove(tp) {
-            let state = state.lock();
-            state.held.less(state.producers.len());
+            let mut state = state.lock();
+            let n = state.counted();
+            state.held.retire(n);
         }
     }
 
@@ -522,7 +539,7 @@ mod tests {
 
     #[test]
     fn a_tenants_producer_states_are_bounded_across_its_partitions() {
-        let states = ProducerStates::new(Tenancy::Every, 3, 0);
+        let states = ProducerStates::new(Tenancy::Every, 3);
         let tp = |topic: &str, partition| TopicPartition::new(topic, partition);
         let write = |tp: &TopicPartition, pid: i64| {
             let state = states.partition(tp);
@@ -546,8 +563,12 @@ mod tests {
         assert_eq!(state.lock().check(&header(1, 0, 1, 0)), Verdict::Append);
         assert_eq!(write(&tp("globex.a", 0), 9), Verdict::Append);
         assert_eq!(states.held_by("acme.a"), 3);
-        // A deleted partition, and expired producers, give their places back.
+        // A deleted partition, and expired producers, give their places back; a write that
+        // still held the forgotten partition's state counts nothing.
+        let forgotten = states.partition(&tp("acme.a", 1));
         states.forget(&tp("acme.a", 1));
+        assert_eq!(states.held_by("acme.a"), 2);
+        forgotten.lock().record(&header(5, 0, 0, 0), 1);
         assert_eq!(states.held_by("acme.a"), 2);
         assert_eq!(write(&tp("acme.b", 0), 3), Verdict::Append);
         states

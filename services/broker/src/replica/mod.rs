@@ -65,11 +65,8 @@ impl ReplicaManager {
             },
             Arc::new(SystemClock),
         )?;
-        let producers = ProducerStates::new(
-            topics.tenancy(),
-            config.max_producer_states_per_tenant,
-            i64::try_from(config.producer_id_expiration.as_millis()).unwrap_or(i64::MAX),
-        );
+        let producers =
+            ProducerStates::new(topics.tenancy(), config.max_producer_states_per_tenant);
         let manager = Self {
             node_id: config.node_id,
             logs,
