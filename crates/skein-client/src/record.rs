@@ -86,3 +86,16 @@ pub struct ConsumerRecord {
     /// The headers, in order.
     pub headers: Vec<RecordHeader>,
 }
+
+impl ConsumerRecord {
+    /// The bytes of its key, value and headers: what a fetch size or a byte quota counts.
+    pub fn size(&self) -> usize {
+        self.key.as_ref().map_or(0, Bytes::len)
+            + self.value.as_ref().map_or(0, Bytes::len)
+            + self
+                .headers
+                .iter()
+                .map(|h| h.key.len() + h.value.as_ref().map_or(0, Bytes::len))
+                .sum::<usize>()
+    }
+}

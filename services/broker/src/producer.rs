@@ -213,6 +213,19 @@ impl PartitionProducers {
         Ok(())
     }
 
+    /// The state of a producer that just wrote here, made (and counted against the
+    /// tenant's bound) when it is new.
+    fn written(&mut self, producer_id: i64) -> &mut ProducerEntry {
+        let held = &self.held;
+        self.producers.entry(producer_id).or_insert_with(|| {
+            held.more(1);
+            ProducerEntry {
+                counted: true,
+                ..ProducerEntry::default()
+            }
+        })
+    }
+
     /// How many of the producers here count against the tenant's bound.
     fn counted(&self) -> usize {
         self.producers.values().filter(|p| p.counted).count()
@@ -257,16 +270,7 @@ impl PartitionProducers {
 
     /// Records a batch just appended at `base_offset`.
     pub(crate) fn record(&mut self, h: &BatchHeader, base_offset: i64) {
-        if !self.producers.contains_key(&h.producer_id) {
-            self.held.more(1);
-        }
-        let entry = self
-            .producers
-            .entry(h.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                counted: true,
-                ..ProducerEntry::default()
-            });
+        let entry = self.written(h.producer_id);
         if h.producer_epoch != entry.epoch {
             entry.batches.clear();
             entry.epoch = h.producer_epoch;
@@ -280,16 +284,7 @@ impl PartitionProducers {
     /// producer's older epochs here; its sequence numbers go on in the same epoch.
     pub(crate) fn record_marker(&mut self, h: &BatchHeader) {
         self.verified.remove(&h.producer_id);
-        if !self.producers.contains_key(&h.producer_id) {
-            self.held.more(1);
-        }
-        let entry = self
-            .producers
-            .entry(h.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                counted: true,
-                ..ProducerEntry::default()
-            });
+        let entry = self.written(h.producer_id);
         if h.producer_epoch > entry.epoch {
             entry.batches.clear();
             entry.epoch = h.producer_epoch;

@@ -18,7 +18,7 @@
 //! Kafka consumer sends a steady stream of long polls and heartbeats that are not calls a
 //! tenant makes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -90,11 +90,23 @@ struct State {
 }
 
 /// A quota this broker serves (the tenant's, or a principal's), with its buckets.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct TenantQuotas {
     state: Mutex<State>,
     /// Whether anything is limited: without a limit, requests take no lock here.
     limited: AtomicBool,
+    /// The `storage_bytes` limit, -1 for none: read on every produce, so kept lock-free.
+    storage_bytes: AtomicI64,
+}
+
+impl Default for TenantQuotas {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            limited: AtomicBool::new(false),
+            storage_bytes: AtomicI64::new(-1),
+        }
+    }
 }
 
 impl TenantQuotas {
@@ -116,6 +128,12 @@ impl TenantQuotas {
                 .any(|m| m.rate(q).is_some_and(|rate| rate > 0))
         });
         self.limited.store(limited, Ordering::Release);
+        let storage = quota
+            .as_ref()
+            .and_then(|q| q.storage_bytes)
+            .filter(|b| *b > 0)
+            .unwrap_or(-1);
+        self.storage_bytes.store(storage, Ordering::Release);
         state.quota = quota;
     }
 
@@ -126,11 +144,7 @@ impl TenantQuotas {
 
     /// The tenant's `storage_bytes` limit on one broker's volume, if it has one.
     pub(crate) fn storage_bytes(&self) -> Option<i64> {
-        self.state
-            .lock()
-            .quota
-            .as_ref()
-            .and_then(|q| q.storage_bytes)
+        Some(self.storage_bytes.load(Ordering::Acquire)).filter(|b| *b > 0)
     }
 
     /// How long a request metered by `metered` waits before it is handled.

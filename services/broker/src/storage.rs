@@ -24,8 +24,9 @@ const FILES_PER_SEGMENT: u64 = 4;
 #[derive(Debug)]
 pub(crate) struct Storage {
     tenancy: Tenancy,
-    /// By tenant (`None` for a broker serving one, or a name outside every namespace).
-    held: RwLock<HashMap<Option<String>, u64>>,
+    /// By tenant ("" for a broker serving one, or a name outside every namespace: tenant
+    /// names are never empty).
+    held: RwLock<HashMap<String, u64>>,
 }
 
 impl Storage {
@@ -38,14 +39,14 @@ impl Storage {
 
     /// Sums each tenant's logs in `logs` again.
     pub(crate) fn refresh(&self, logs: &LogManager) {
-        let mut held: HashMap<Option<String>, u64> = HashMap::new();
+        let mut held: HashMap<String, u64> = HashMap::new();
         for tp in logs.partitions() {
             let Some(log) = logs.get(&tp) else { continue };
             let (bytes, segments) = {
                 let log = log.read();
                 (log.size_bytes(), log.segment_count() as u64)
             };
-            let tenant = self.tenancy.split(&tp.topic).0.map(str::to_owned);
+            let tenant = self.tenancy.split(&tp.topic).0.unwrap_or("").to_owned();
             *held.entry(tenant).or_default() += charge(bytes, segments);
         }
         *self.held.write() = held;
@@ -53,8 +54,8 @@ impl Storage {
 
     /// What the tenant of the kept topic name `topic` holds here, as last refreshed.
     pub(crate) fn held(&self, topic: &str) -> u64 {
-        let tenant = self.tenancy.split(topic).0.map(str::to_owned);
-        self.held.read().get(&tenant).copied().unwrap_or(0)
+        let tenant = self.tenancy.split(topic).0.unwrap_or("");
+        self.held.read().get(tenant).copied().unwrap_or(0)
     }
 }
 

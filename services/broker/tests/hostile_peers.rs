@@ -38,15 +38,28 @@ use common::TestBroker;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 
 fn produce(client: &mut Client, topic: &str, value: &str) {
+    let code = produce_one(client, topic, value, ProducerFields::NONE, 1);
+    assert_eq!(code, 0);
+}
+
+/// One record of `value` (timestamped `timestamp`, written as `producer`) to partition 0
+/// of `topic` with acks=all; answers the partition's error code.
+fn produce_one(
+    client: &mut Client,
+    topic: &str,
+    value: &str,
+    producer: ProducerFields,
+    timestamp: i64,
+) -> i16 {
     let record = NewRecord {
         key: None,
         value: Some(value.as_bytes().to_vec()),
         headers: Vec::new(),
-        timestamp: 1,
+        timestamp,
     };
-    let batch = build_batch(&[record], Compression::None, ProducerFields::NONE).unwrap();
+    let batch = build_batch(&[record], Compression::None, producer).unwrap();
     let request = ProduceRequest::default()
-        .with_acks(1)
+        .with_acks(-1)
         .with_timeout_ms(5000)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(name(topic))
@@ -54,7 +67,7 @@ fn produce(client: &mut Client, topic: &str, value: &str) {
                 .with_index(0)
                 .with_records(Some(Bytes::from(batch)))])]);
     let answer: ProduceResponse = client.call(0, 7, &request);
-    assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
+    answer.responses[0].partition_responses[0].error_code
 }
 
 fn latest(client: &mut Client, topic: &str) -> i64 {
@@ -402,28 +415,12 @@ fn write_as(
     sequence: i32,
     timestamp: i64,
 ) -> i16 {
-    let record = NewRecord {
-        key: None,
-        value: Some(b"minted".to_vec()),
-        headers: Vec::new(),
-        timestamp,
-    };
     let fields = ProducerFields {
         producer_id: producer.0,
         producer_epoch: producer.1,
         base_sequence: sequence,
     };
-    let batch = build_batch(&[record], Compression::None, fields).unwrap();
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name(topic))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(Bytes::from(batch)))])]);
-    let answer: ProduceResponse = client.call(0, 7, &request);
-    answer.responses[0].partition_responses[0].error_code
+    produce_one(client, topic, "minted", fields, timestamp)
 }
 
 fn now_ms() -> i64 {

@@ -393,7 +393,7 @@ fn from_offset(
     let mut records: Vec<ConsumerRecord> = Vec::new();
     let mut cut = false;
     for record in fetched.records.iter().filter(|r| r.offset >= offset) {
-        let size = record_bytes(record);
+        let size = record.size();
         if !records.is_empty() && taken.saturating_add(size) > budget {
             cut = true;
             break;
@@ -417,17 +417,6 @@ fn from_offset(
         last_stable_offset: fetched.last_stable_offset,
         log_start_offset: fetched.log_start_offset,
     })
-}
-
-/// The bytes of a record's key, value and headers.
-pub fn record_bytes(record: &ConsumerRecord) -> usize {
-    record.key.as_ref().map_or(0, |k| k.len())
-        + record.value.as_ref().map_or(0, |v| v.len())
-        + record
-            .headers
-            .iter()
-            .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
-            .sum::<usize>()
 }
 
 #[cfg(test)]

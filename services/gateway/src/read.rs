@@ -137,17 +137,7 @@ pub async fn read(
         records.truncate(max_records);
         next_offset = records.last().map_or(offset, |r| r.offset + 1);
     }
-    let bytes = records
-        .iter()
-        .map(|r| {
-            r.key.as_ref().map_or(0, |k| k.len())
-                + r.value.as_ref().map_or(0, |v| v.len())
-                + r.headers
-                    .iter()
-                    .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
-                    .sum::<usize>()
-        })
-        .sum();
+    let bytes = records.iter().map(ConsumerRecord::size).sum();
     Ok(ReadBatch {
         records,
         next_offset,

@@ -78,10 +78,12 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
                 }
             };
             // A tenant whose logs take its storage quota on this broker writes no more here.
-            if let Some(reason) = crate::storage::refusal(
-                broker.storage.held(&kept),
-                call.tenant.quotas.storage_bytes(),
-            ) {
+            // The quota first: without one, nothing more is looked up.
+            let refusal =
+                call.tenant.quotas.storage_bytes().and_then(|quota| {
+                    crate::storage::refusal(broker.storage.held(&kept), Some(quota))
+                });
+            if let Some(reason) = refusal {
                 tracing::debug!(%name, partition = data.index, %reason, "produce refused");
                 let answer = answer.with_error_code(ResponseError::PolicyViolation.code());
                 partitions.push(if version >= 8 {

@@ -24,7 +24,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use skein_auth::{Operation, ResourceType};
 use skein_client::{
     Consumer, ConsumerConfig, ConsumerRecord, FetchOptions, Isolation, OffsetReset, OffsetSpec,
@@ -252,13 +251,7 @@ impl Window {
 }
 
 fn size(record: &ConsumerRecord) -> u64 {
-    (record.key.as_ref().map_or(0, Bytes::len)
-        + record.value.as_ref().map_or(0, Bytes::len)
-        + record
-            .headers
-            .iter()
-            .map(|h| h.key.len() + h.value.as_ref().map_or(0, Bytes::len))
-            .sum::<usize>()) as u64
+    record.size() as u64
 }
 
 fn start_of(from: i32) -> Start {
