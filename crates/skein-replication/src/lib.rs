@@ -7,6 +7,8 @@
 
 mod progress;
 mod truncation;
+mod wakers;
 
 pub use progress::{LeaderView, Progress};
 pub use truncation::{truncation_point, EpochAnswer, FollowerLog};
+pub use wakers::{any_woken, Wakers};

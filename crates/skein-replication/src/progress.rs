@@ -3,8 +3,8 @@
 //!
 //! The leader's high watermark is the smallest log end offset among the in-sync replicas
 //! (itself included) and never moves back; a follower's is the leader's, as its fetches
-//! answer, capped at its own log end. Every advance wakes the `acks=all` requests waiting in
-//! [`Progress::replicated`], which is how the produce purgatory learns of follower fetches.
+//! answer, capped at its own log end. An advance wakes the waiters of that partition
+//! ([`Progress::advanced`]): the `acks=all` writes and the consumers' fetches waiting on it.
 //!
 //! The high watermark is kept in memory. A partition first seen by this process starts
 //! from its log start offset, never its log end: what the log holds past the last high
@@ -18,6 +18,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use skein_log::TopicPartition;
 use tokio::sync::Notify;
+
+use crate::Wakers;
 use tokio::time::Instant;
 
 #[derive(Debug)]
@@ -57,7 +59,7 @@ impl PartitionProgress {
 #[derive(Debug, Default)]
 pub struct Progress {
     partitions: Mutex<HashMap<TopicPartition, PartitionProgress>>,
-    advanced: Notify,
+    advanced: Wakers,
 }
 
 /// What the leader knows of a partition when it works out the high watermark.
@@ -145,7 +147,7 @@ impl Progress {
         if smallest > progress.high_watermark {
             progress.high_watermark = smallest;
             drop(partitions);
-            self.advanced.notify_waiters();
+            self.advanced.wake(tp);
             return smallest;
         }
         progress.high_watermark
@@ -218,17 +220,18 @@ impl Progress {
     /// Forgets a partition (its log was deleted).
     pub fn forget(&self, tp: &TopicPartition) {
         self.partitions.lock().remove(tp);
+        self.advanced.forget(tp);
     }
 
     /// Wakes every waiter, without an advance.
     pub fn wake(&self) {
-        self.advanced.notify_waiters();
+        self.advanced.wake_all();
     }
 
-    /// A future that completes at the next advance of any high watermark; create it before
-    /// checking, so an advance in between is not missed.
-    pub fn replicated(&self) -> tokio::sync::futures::Notified<'_> {
-        self.advanced.notified()
+    /// What the partition's high-watermark advances notify: take a `notified()` of it before
+    /// checking the mark, so an advance in between is not missed.
+    pub fn advanced(&self, tp: &TopicPartition) -> std::sync::Arc<Notify> {
+        self.advanced.of(tp)
     }
 }
 

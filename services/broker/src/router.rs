@@ -21,17 +21,27 @@ use crate::Broker;
 use std::sync::Arc;
 
 /// What the connection sends back.
-pub(crate) enum Reply {
+pub(crate) enum Reply<'a> {
     Response(Bytes),
     /// `acks=0` produce: no response at all.
     None,
+    /// An answer that is still waiting (an `acks=all` produce on the ISR): the connection
+    /// reads and handles its next requests meanwhile and sends this answer in its turn.
+    Later(BoxFuture<'a, Result<Bytes, ConnectionError>>),
+}
+
+/// A handler's answer: ready, or still waiting on something the connection's next
+/// requests need not wait for.
+pub(crate) enum Answer<'a, R> {
+    Now(R),
+    Later(BoxFuture<'a, R>),
 }
 
 /// One request, decoded past its header.
 pub(crate) struct Call<'a> {
     pub broker: &'a Broker,
     pub version: i16,
-    pub client_id: &'a str,
+    pub client_id: kafka_protocol::protocol::StrBytes,
     pub peer: &'a str,
     /// The connection's listener and authentication.
     pub session: &'a Session,
@@ -78,8 +88,8 @@ impl<'a> Call<'a> {
 
 /// A Kafka API: its message types, the versions answered and the handler.
 pub(crate) trait Api {
-    type Request: Decodable + Send;
-    type Response: Encodable + Send + Throttle;
+    type Request: Decodable + Send + 'static;
+    type Response: Encodable + Send + Throttle + 'static;
     const KEY: ApiKey;
     /// Lowest and highest version answered.
     const VERSIONS: (i16, i16);
@@ -95,6 +105,15 @@ pub(crate) trait Api {
         call: &'a Call<'a>,
         request: Self::Request,
     ) -> impl Future<Output = Option<Self::Response>> + Send + 'a;
+
+    /// The answer as the connection takes it: what [`Api::handle`] answers, now, unless the
+    /// API lets part of it wait beside the connection's next requests.
+    fn answer<'c, 'a: 'c>(
+        call: &'c Call<'a>,
+        request: Self::Request,
+    ) -> impl Future<Output = Option<Answer<'a, Self::Response>>> + Send + 'c {
+        async move { Self::handle(call, request).await.map(Answer::Now) }
+    }
 
     /// Whether this request counts against the quotas (a follower's fetch, the cluster's
     /// own traffic, does not).
@@ -183,7 +202,7 @@ impl Throttle for messages::SaslAuthenticateResponse {
     fn set_throttle_ms(&mut self, _ms: i32) {}
 }
 
-type Serve = for<'a> fn(Call<'a>, Bytes) -> BoxFuture<'a, Result<Reply, ConnectionError>>;
+type Serve = for<'a> fn(Call<'a>, Bytes) -> BoxFuture<'a, Result<Reply<'a>, ConnectionError>>;
 
 /// One row of the table.
 pub(crate) struct Route {
@@ -207,7 +226,7 @@ impl Route {
 fn boxed<'a, A: Api + 'static>(
     call: Call<'a>,
     body: Bytes,
-) -> BoxFuture<'a, Result<Reply, ConnectionError>> {
+) -> BoxFuture<'a, Result<Reply<'a>, ConnectionError>> {
     Box::pin(serve::<A>(call, body))
 }
 
@@ -273,13 +292,13 @@ fn route(key: ApiKey) -> Option<&'static Route> {
 }
 
 /// Decodes the request header and hands the request to its route.
-pub(crate) async fn dispatch(
-    broker: &Broker,
+pub(crate) async fn dispatch<'a>(
+    broker: &'a Broker,
     api_key: i16,
     version: i16,
     frame: Bytes,
-    session: &Session,
-) -> Result<Reply, ConnectionError> {
+    session: &'a Session,
+) -> Result<Reply<'a>, ConnectionError> {
     let key = ApiKey::try_from(api_key).map_err(|()| ConnectionError::UnknownApiKey { api_key })?;
     let route = route(key).filter(|route| (route.min..=route.max).contains(&version));
     let Some(route) = route else {
@@ -288,17 +307,14 @@ pub(crate) async fn dispatch(
             // client can read.
             let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
             let body = handler::api_versions::unsupported_version();
-            return encode(ApiKey::ApiVersions, 0, correlation_id, &body);
+            return encode(ApiKey::ApiVersions, 0, correlation_id, &body).map(Reply::Response);
         }
         return Err(ConnectionError::UnsupportedVersion { api_key, version });
     };
     let mut body = frame;
     let header = RequestHeader::decode(&mut body, key.request_header_version(version))
         .map_err(|e| malformed(key, version, e))?;
-    let client_id = header
-        .client_id
-        .as_ref()
-        .map_or("", |client| client.as_str());
+    let client_id = header.client_id.unwrap_or_default();
     let scope = scope_of(broker, session);
     let tenant = broker
         .tenant_of(&scope)
@@ -335,7 +351,7 @@ fn scope_of(broker: &Broker, session: &Session) -> Scope {
 /// Decodes the request, holds it back while a quota it counts against is in debt, handles
 /// it, charges what it moved and the time it took, and encodes the answer with the throttle
 /// time that leaves.
-async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, ConnectionError> {
+async fn serve<'a, A: Api>(call: Call<'a>, mut body: Bytes) -> Result<Reply<'a>, ConnectionError> {
     let request_bytes = body.len();
     let decoding_started = std::time::Instant::now();
     let request = A::Request::decode(&mut body, call.version)
@@ -363,14 +379,21 @@ async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, Connect
         tokio::time::sleep(hold).await;
     }
     let started = std::time::Instant::now();
-    let (mut response, handling) = timed_polls(A::handle(&call, request)).await;
-    call.broker
-        .metrics
-        .request(A::KEY, (decoding + started.elapsed()).as_secs_f64());
-    // Handled, then charged: the throttle applies to what comes next.
+    let (answer, handling) = timed_polls(A::answer(&call, request)).await;
+    let (broker, version, correlation_id) = (call.broker, call.version, call.correlation_id);
+    let took = move || {
+        let took = decoding + started.elapsed();
+        broker.metrics.request(A::KEY, took.as_secs_f64());
+    };
+    // Handled, then charged: the throttle applies to what comes next. An answer still
+    // waiting is charged now, by what its request carried.
+    let ready = match &answer {
+        Some(Answer::Now(response)) => Some(response),
+        _ => None,
+    };
     let mut throttle = std::time::Duration::ZERO;
     if let Some(metered) = bytes {
-        let charged = A::charged(request_bytes, response.as_ref());
+        let charged = A::charged(request_bytes, ready);
         for quota in quotas.iter().flatten() {
             throttle = throttle.max(quota.charge(metered, charged));
         }
@@ -386,12 +409,23 @@ async fn serve<A: Api>(call: Call<'_>, mut body: Bytes) -> Result<Reply, Connect
             .metrics
             .throttled(tenant, throttle.as_secs_f64());
     }
-    if let Some(response) = response.as_mut() {
-        response.set_throttle_ms(throttle_ms(throttle));
-    }
-    match response {
-        Some(response) => encode(A::KEY, call.version, call.correlation_id, &response),
-        None => Ok(Reply::None),
+    let throttle_ms = throttle_ms(throttle);
+    match answer {
+        Some(Answer::Now(mut response)) => {
+            took();
+            response.set_throttle_ms(throttle_ms);
+            encode(A::KEY, version, correlation_id, &response).map(Reply::Response)
+        }
+        Some(Answer::Later(waiting)) => Ok(Reply::Later(Box::pin(async move {
+            let mut response = waiting.await;
+            took();
+            response.set_throttle_ms(throttle_ms);
+            encode(A::KEY, version, correlation_id, &response)
+        }))),
+        None => {
+            took();
+            Ok(Reply::None)
+        }
     }
 }
 
@@ -413,7 +447,7 @@ fn encode<R: Encodable>(
     version: i16,
     correlation_id: i32,
     body: &R,
-) -> Result<Reply, ConnectionError> {
+) -> Result<Bytes, ConnectionError> {
     let mut out = BytesMut::new();
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
@@ -421,7 +455,7 @@ fn encode<R: Encodable>(
         .map_err(|e| malformed(key, version, e))?;
     body.encode(&mut out, version)
         .map_err(|e| malformed(key, version, e))?;
-    Ok(Reply::Response(out.freeze()))
+    Ok(out.freeze())
 }
 
 #[cfg(test)]

@@ -32,17 +32,32 @@ fn batch(count: usize) -> Vec<u8> {
     build_batch(&records, Compression::None, ProducerFields::NONE).unwrap()
 }
 
-/// Produces one batch of `count` records with `acks`; answers the partition's error code.
-fn produce(raw: &mut RawKafka, partition: i32, count: usize, acks: i16, timeout_ms: i32) -> i16 {
-    let request = ProduceRequest::default()
+/// A Produce of one batch of `count` records to one partition of `topic`.
+fn produce_request(
+    topic: &str,
+    partition: i32,
+    count: usize,
+    acks: i16,
+    timeout_ms: i32,
+) -> ProduceRequest {
+    ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(timeout_ms)
         .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name("replicated"))
+            .with_name(name(topic))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
-                .with_records(Some(batch(count).into()))])]);
+                .with_records(Some(batch(count).into()))])])
+}
+
+/// Produces one batch of `count` records with `acks`; answers the partition's error code.
+fn produce(raw: &mut RawKafka, partition: i32, count: usize, acks: i16, timeout_ms: i32) -> i16 {
+    let request = produce_request("replicated", partition, count, acks, timeout_ms);
     let response: ProduceResponse = raw.call(ApiKey::Produce, 9, &request);
+    error_code(&response)
+}
+
+fn error_code(response: &ProduceResponse) -> i16 {
     response.responses[0].partition_responses[0].error_code
 }
 
@@ -90,6 +105,8 @@ fn followers_copy_their_leaders_and_the_high_watermark_waits_for_the_isr() {
         3,
         &["min.insync.replicas=2"],
     );
+    // One replica per partition: a write there never waits for another broker.
+    cluster::create_topic(&python, &all, "solo", 3, 1, &[]);
 
     // acks=all: every record acknowledged is read back.
     let trip = script(
@@ -126,12 +143,53 @@ fn followers_copy_their_leaders_and_the_high_watermark_waits_for_the_isr() {
     // A stopped follower, while still in the ISR, holds the high watermark: an acks=1 write
     // is stored by the leader but consumers do not see it.
     signal(&brokers[follower - 1].0, "-STOP");
+    let stopped_at = Instant::now();
     assert_eq!(produce(&mut at_leader, 0, 5, 1, 5000), 0);
     assert_eq!(at_leader.latest_offset("replicated", 0), before);
     // It leaves the ISR once it lags past replica.lag.time.max.ms (or its session lapses):
     // acks=all then answers with the two replicas left, and the mark takes in all ten.
-    let stopped_at = Instant::now();
-    assert_eq!(produce(&mut at_leader, 0, 5, -1, 20_000), 0);
+    // Meanwhile the same connection's next request is written at once: an acks=all answer
+    // waits beside the requests after it, and the answers still come in request order.
+    let solo: serde_json::Value = serde_json::from_str(
+        script(&python, "cluster_placement.py", &all, &["describe", "solo"]).trim(),
+    )
+    .unwrap();
+    // Three partitions on three brokers: one leads on each.
+    let solo_here = (0..3)
+        .find(|p| solo["partitions"][p.to_string()]["leader"].as_i64() == Some(leader as i64))
+        .unwrap_or_else(|| panic!("no partition of solo leads on broker {leader}: {solo}"));
+    let mut watcher = RawKafka::connect(&bootstrap[leader - 1]);
+    let solo_before = watcher.latest_offset("solo", solo_here);
+    let waiting = at_leader.send(
+        ApiKey::Produce,
+        9,
+        &produce_request("replicated", 0, 5, -1, 20_000),
+    );
+    let next = at_leader.send(
+        ApiKey::Produce,
+        9,
+        &produce_request("solo", solo_here, 3, 1, 5000),
+    );
+    let written_by = Instant::now() + Duration::from_millis(1500);
+    while watcher.latest_offset("solo", solo_here) < solo_before + 3 {
+        assert!(
+            Instant::now() < written_by,
+            "a request behind a waiting acks=all write was not written"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        stopped_at.elapsed() < Duration::from_millis(2500),
+        "the ISR may have shrunk already: this proves nothing"
+    );
+    assert!(
+        !at_leader.has_response(),
+        "the acks=all write was answered before the ISR had it"
+    );
+    let first: ProduceResponse = at_leader.receive(ApiKey::Produce, 9, waiting);
+    assert_eq!(error_code(&first), 0);
+    let second: ProduceResponse = at_leader.receive(ApiKey::Produce, 9, next);
+    assert_eq!(error_code(&second), 0);
     let shrunk_after = stopped_at.elapsed();
     assert_eq!(at_leader.latest_offset("replicated", 0), before + 10);
     let isr_of_0 = |python: &str| -> Vec<i64> {

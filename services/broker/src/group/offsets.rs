@@ -493,9 +493,9 @@ impl OffsetStore {
     ) -> Result<(), OffsetStoreError> {
         let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
         match partition.replicated(end, deadline).await {
-            Replicated::Done if partition.in_sync() < partition.min_insync_replicas() => Err(
-                OffsetStoreError::NotAvailable("too few in-sync replicas after the write".into()),
-            ),
+            Replicated::BelowMinInsync => Err(OffsetStoreError::NotAvailable(
+                "too few in-sync replicas after the write".into(),
+            )),
             Replicated::Done => Ok(()),
             Replicated::TimedOut => Err(OffsetStoreError::NotAvailable(
                 "the in-sync replicas did not confirm the write in time".into(),

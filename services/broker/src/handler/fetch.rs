@@ -145,9 +145,16 @@ pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchRespo
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let max_bytes = (request.max_bytes.max(0) as u64).min(broker.config.fetch_max_bytes);
     let isolation = Isolation::of_level(request.isolation_level);
+    let wakers = broker.replicas.wakers(
+        targets
+            .iter()
+            .filter(|t| !denied.contains(&t.topic))
+            .map(|t| (t.topic.as_str(), t.partition)),
+        follower.is_some(),
+    );
     loop {
         // Register for the wake-up before reading, so a change in between is not missed.
-        let appended = broker.replicas.readable();
+        let appended = skein_replication::any_woken(&wakers);
         let (partitions, bytes) = read_once(
             broker, &targets, &denied, max_bytes, version, follower, isolation,
         );

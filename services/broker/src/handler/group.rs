@@ -868,7 +868,7 @@ impl Api for JoinGroup {
                 &call.broker.groups_of(&call.scope),
                 request,
                 call.version,
-                call.client_id,
+                &call.client_id,
                 call.peer,
             )
             .await,

@@ -16,13 +16,19 @@ use tokio::time::Instant;
 
 use super::partition_error_code;
 use crate::quota::Metered;
-use crate::replica::{PartitionError, Replicated};
-use crate::router::{Api, Call};
+use crate::replica::{Acknowledgement, PartitionError, Replicated};
+use crate::router::{Answer, Api, Call};
 
 /// The longest an `acks=all` produce waits for the ISR, whatever its `timeout_ms` says.
 const MAX_ACKS_WAIT: Duration = Duration::from_secs(300);
 
-pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceResponse {
+/// Writes each partition's batches, in request order, and answers. An `acks=all` answer
+/// is [`Answer::Later`]: it waits for the ISR beside the connection's next requests, which
+/// are written meanwhile, so a pipelining producer's requests share replication rounds.
+pub(crate) async fn answer<'c, 'a: 'c>(
+    call: &'c Call<'a>,
+    request: ProduceRequest,
+) -> Answer<'a, ProduceResponse> {
     let (broker, access, version) = (call.broker, call.access(), call.version);
     // A transactional write needs WRITE on its transactional id, or nothing is written.
     let transaction_denied = request
@@ -34,9 +40,8 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
     let wait = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let deadline = Instant::now() + wait.min(MAX_ACKS_WAIT);
     let mut responses = Vec::with_capacity(request.topic_data.len());
-    // acks=all answers wait for the ISR: ((topic, partition) index in the answer,
-    // partition, the offset after its records).
-    let mut waiting = Vec::new();
+    // acks=all answers wait for the ISR: ((topic, partition) index in the answer, the wait).
+    let mut waiting: Vec<((usize, usize), Acknowledgement<'a>)> = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.as_str().to_owned();
         // Kafka: "Cannot append to internal topic". Only the coordinators write there.
@@ -109,14 +114,14 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
                 data.records
                     .as_deref()
                     .ok_or(PartitionError::Log(LogError::EmptyAppend))
-                    .and_then(|records| partition.append(records, request.acks))
+                    .and_then(|records| partition.append_and_wait(records, request.acks, deadline))
             });
-            if let Ok(appended) = &written {
+            if let Ok((appended, _)) = &written {
                 span.record("messaging.kafka.offset", appended.base_offset);
             }
             drop(span);
             let answer = match written {
-                Ok(appended) => {
+                Ok((appended, acknowledgement)) => {
                     broker.metrics.produced(
                         &kept,
                         appended.end_offset.saturating_sub(appended.base_offset) as u64,
@@ -130,9 +135,8 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
                     } else {
                         answer
                     };
-                    if request.acks == -1 {
-                        let at = (responses.len(), partitions.len());
-                        waiting.push((at, partition, appended.end_offset));
+                    if let Acknowledgement::OnReplication(_) = &acknowledgement {
+                        waiting.push(((responses.len(), partitions.len()), acknowledgement));
                     }
                     answer
                 }
@@ -146,20 +150,28 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
                 .with_partition_responses(partitions),
         );
     }
-    // The purgatory: each acks=all write waits until the ISR has it or the timeout passes.
-    let outcomes = futures::future::join_all(
-        waiting
-            .iter()
-            .map(|(_, partition, end)| partition.replicated(*end, deadline)),
-    )
-    .await;
-    for (((t, p), partition, _), replicated) in waiting.iter().zip(outcomes) {
-        let answer = &mut responses[*t].partition_responses[*p];
+    let response = ProduceResponse::default().with_responses(responses);
+    if waiting.is_empty() {
+        return Answer::Now(response);
+    }
+    Answer::Later(Box::pin(acknowledged(response, waiting, version)))
+}
+
+/// The answer once every `acks=all` write in it is replicated, timed out or fenced.
+async fn acknowledged(
+    mut response: ProduceResponse,
+    waiting: Vec<((usize, usize), Acknowledgement<'_>)>,
+    version: i16,
+) -> ProduceResponse {
+    let (at, waits): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
+    let outcomes = futures::future::join_all(waits.into_iter().map(Acknowledgement::outcome)).await;
+    for ((t, p), replicated) in at.into_iter().zip(outcomes) {
+        let answer = &mut response.responses[t].partition_responses[p];
         match replicated {
-            Replicated::Done if partition.in_sync() < partition.min_insync_replicas() => {
+            Replicated::Done => {}
+            Replicated::BelowMinInsync => {
                 answer.error_code = ResponseError::NotEnoughReplicasAfterAppend.code();
             }
-            Replicated::Done => {}
             Replicated::TimedOut => answer.error_code = ResponseError::RequestTimedOut.code(),
             Replicated::NotLeader { leader } => {
                 answer.error_code = ResponseError::NotLeaderOrFollower.code();
@@ -169,7 +181,7 @@ pub(crate) async fn handle(call: &Call<'_>, request: ProduceRequest) -> ProduceR
             }
         }
     }
-    ProduceResponse::default().with_responses(responses)
+    response
 }
 
 /// How much of a batch's records are decompressed to find the first one's trace context.
@@ -282,9 +294,19 @@ impl Api for Produce {
     const METERED: Option<Metered> = Some(Metered::ProduceBytes);
 
     async fn handle(call: &Call<'_>, request: ProduceRequest) -> Option<ProduceResponse> {
+        match Self::answer(call, request).await? {
+            Answer::Now(response) => Some(response),
+            Answer::Later(waiting) => Some(waiting.await),
+        }
+    }
+
+    async fn answer<'c, 'a: 'c>(
+        call: &'c Call<'a>,
+        request: ProduceRequest,
+    ) -> Option<Answer<'a, ProduceResponse>> {
         let acks = request.acks;
-        let response = handle(call, request).await;
-        (acks != 0).then_some(response)
+        let answer = answer(call, request).await;
+        (acks != 0).then_some(answer)
     }
 
     /// Written, then charged: what was sent counts, answered or not.

@@ -26,10 +26,12 @@ use std::sync::Arc;
 
 pub use error::PartitionError;
 pub(crate) use follower::FollowedPartition;
-pub(crate) use partition::{Isolation, OffsetSpec, Partition, ReadLimit, Replicated};
+pub(crate) use partition::{
+    Acknowledgement, Isolation, OffsetSpec, Partition, ReadLimit, Replicated,
+};
 use skein_log::topic_config::{self, TopicSettings};
 use skein_log::{LogError, LogManager, LogManagerConfig, SystemClock, TopicPartition};
-use skein_replication::{LeaderView, Progress};
+use skein_replication::{LeaderView, Progress, Wakers};
 use tokio::sync::Notify;
 
 use crate::producer::ProducerStates;
@@ -43,8 +45,9 @@ pub struct ReplicaManager {
     topics: Arc<TopicRegistry>,
     defaults: TopicSettings,
     producers: ProducerStates,
-    /// Woken on every append, so waiting fetches read again.
-    appended: Notify,
+    /// Woken on an append to a partition this broker leads, so the followers' fetches
+    /// waiting on it read again.
+    appended: Wakers,
     /// High watermarks and followers' progress.
     progress: Progress,
     /// Held while a partition log is opened, created or deleted for a topic id.
@@ -78,7 +81,7 @@ impl ReplicaManager {
                 ..TopicSettings::default()
             },
             producers,
-            appended: Notify::new(),
+            appended: Wakers::default(),
             progress: Progress::default(),
             log_identity: parking_lot::Mutex::new(()),
         };
@@ -291,19 +294,30 @@ impl ReplicaManager {
         by_leader
     }
 
-    /// A future that completes at the next append to any partition or the next advance of
-    /// any high watermark (a consumer's fetch waits for the second: what a follower copied
-    /// becomes readable without a new append); create it before reading, so a change in
-    /// between is not missed.
-    pub(crate) fn readable(&self) -> impl std::future::Future<Output = ()> + '_ {
-        let appended = self.appended.notified();
-        let advanced = self.progress.replicated();
-        async move {
-            tokio::select! {
-                () = appended => {}
-                () = advanced => {}
-            }
-        }
+    /// What a fetch of `partitions` waits on: a follower's on appends to them, a
+    /// consumer's on advances of their high watermarks (what a follower copied becomes
+    /// readable without a new append, and nothing past the mark is readable before it).
+    /// Each wait is [`skein_replication::any_woken`] of these, made before reading. Only
+    /// partitions of known topics get one, so a request naming others leaves nothing behind.
+    pub(crate) fn wakers<'t>(
+        &self,
+        partitions: impl Iterator<Item = (&'t str, i32)>,
+        follower: bool,
+    ) -> Vec<Arc<Notify>> {
+        let mut seen = std::collections::HashSet::new();
+        partitions
+            .filter(|(topic, index)| {
+                self.topics
+                    .get(topic)
+                    .is_some_and(|info| (0..info.partitions).contains(index))
+            })
+            .map(|(topic, index)| TopicPartition::new(topic, index))
+            .filter(|tp| seen.insert(tp.clone()))
+            .map(|tp| match follower {
+                true => self.appended.of(&tp),
+                false => self.progress.advanced(&tp),
+            })
+            .collect()
     }
 
     /// Opens (or creates, or replaces) the log of `tp` for the topic the registry names now.
@@ -372,6 +386,7 @@ impl ReplicaManager {
                 Ok(true) => {
                     self.producers.forget(&tp);
                     self.progress.forget(&tp);
+                    self.appended.forget(&tp);
                 }
                 Ok(false) => {}
                 Err(e) => {
@@ -400,6 +415,7 @@ impl ReplicaManager {
                         "deleted a partition moved to other brokers");
                     self.producers.forget(&tp);
                     self.progress.forget(&tp);
+                    self.appended.forget(&tp);
                 }
                 Ok(false) => {}
                 Err(e) => {

@@ -42,11 +42,43 @@ pub(crate) struct Appended {
 pub(crate) enum Replicated {
     /// Every in-sync replica has the records.
     Done,
+    /// Every in-sync replica has the records, but they are fewer than the topic's
+    /// `min.insync.replicas` (the ISR shrank after the write was taken).
+    BelowMinInsync,
     TimedOut,
     /// This broker no longer leads the partition (in the epoch it wrote in).
     NotLeader {
         leader: Option<(i32, i32)>,
     },
+}
+
+/// What a leader's write still owes its producer once it is in the log.
+pub(crate) enum Acknowledgement<'a> {
+    /// Nothing: `acks` 0 or 1.
+    Now,
+    /// `acks=all`: the high watermark must reach `end_offset` by `deadline`.
+    OnReplication(Box<Replication<'a>>),
+}
+
+/// An `acks=all` write waiting for the ISR.
+pub(crate) struct Replication<'a> {
+    partition: Partition<'a>,
+    end_offset: i64,
+    deadline: tokio::time::Instant,
+}
+
+impl Acknowledgement<'_> {
+    /// How the write ended for its producer.
+    pub(crate) async fn outcome(self) -> Replicated {
+        match self {
+            Self::Now => Replicated::Done,
+            Self::OnReplication(wait) => {
+                wait.partition
+                    .replicated(wait.end_offset, wait.deadline)
+                    .await
+            }
+        }
+    }
 }
 
 /// How much a read may return.
@@ -113,7 +145,7 @@ pub(crate) enum OffsetSpec {
     Timestamp(i64),
 }
 
-impl Partition<'_> {
+impl<'a> Partition<'a> {
     /// The epoch this broker leads the partition in.
     pub(crate) fn leader_epoch(&self) -> i32 {
         self.leader_epoch
@@ -217,16 +249,26 @@ impl Partition<'_> {
     }
 
     /// Waits until the high watermark reaches `end_offset` (every in-sync replica has the
-    /// records before it) or `deadline` passes; answers whether it did.
+    /// records before it) or `deadline` passes; answers whether it did, and whether the
+    /// ISR that has them is as large as `min.insync.replicas` asks. Only this partition's
+    /// advances wake the wait.
     pub(crate) async fn replicated(
         &self,
         end_offset: i64,
         deadline: tokio::time::Instant,
     ) -> Replicated {
+        let advanced = self.manager.progress.advanced(&self.tp);
+        let done = || {
+            if self.in_sync() < self.min_insync_replicas() {
+                Replicated::BelowMinInsync
+            } else {
+                Replicated::Done
+            }
+        };
         loop {
-            let woken = self.manager.progress.replicated();
+            let woken = advanced.notified();
             if self.high_watermark() >= end_offset {
-                return Replicated::Done;
+                return done();
             }
             // Leadership moved on: the new leader answers the producer's retry.
             let current = self
@@ -249,12 +291,32 @@ impl Partition<'_> {
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
                 return if self.high_watermark() >= end_offset {
-                    Replicated::Done
+                    done()
                 } else {
                     Replicated::TimedOut
                 };
             }
         }
+    }
+
+    /// A producer's write: appended now ([`Self::append`]), and for `acks=all` what it
+    /// still waits for, the ISR by `deadline`, without holding the caller meanwhile.
+    pub(crate) fn append_and_wait(
+        self,
+        records: &[u8],
+        acks: i16,
+        deadline: tokio::time::Instant,
+    ) -> Result<(Appended, Acknowledgement<'a>), PartitionError> {
+        let appended = self.append(records, acks)?;
+        let acknowledgement = match acks {
+            -1 => Acknowledgement::OnReplication(Box::new(Replication {
+                end_offset: appended.end_offset,
+                partition: self,
+                deadline,
+            })),
+            _ => Acknowledgement::Now,
+        };
+        Ok((appended, acknowledgement))
     }
 
     /// Appends a producer's records (`acks` as the request gives it): in one write when no
@@ -299,7 +361,7 @@ impl Partition<'_> {
         self.manager
             .progress
             .leader_advanced(&self.tp, self.view(self.bounds()));
-        self.manager.appended.notify_waiters();
+        self.manager.appended.wake(&self.tp);
         Ok(appended)
     }
 
@@ -317,7 +379,7 @@ impl Partition<'_> {
         self.manager
             .progress
             .leader_advanced(&self.tp, self.view(self.bounds()));
-        self.manager.appended.notify_waiters();
+        self.manager.appended.wake(&self.tp);
         Ok(appended)
     }
 
@@ -350,7 +412,7 @@ impl Partition<'_> {
         self.manager
             .progress
             .leader_advanced(&self.tp, self.view(self.bounds()));
-        self.manager.appended.notify_waiters();
+        self.manager.appended.wake(&self.tp);
         Ok(appended)
     }
 

@@ -726,7 +726,7 @@ impl TxnCoordinator {
                 .map_err(TxnError::of_partition)?;
             let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
             match partition.replicated(appended.end_offset, deadline).await {
-                Replicated::Done if partition.in_sync() < partition.min_insync_replicas() => {
+                Replicated::BelowMinInsync => {
                     return Err(TxnError::NotAvailable(
                         "too few in-sync replicas after the write".into(),
                     ))

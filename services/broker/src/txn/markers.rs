@@ -147,7 +147,8 @@ pub(crate) async fn write_local(
         .replicated(appended.end_offset, deadline)
         .await
     {
-        Replicated::Done => Ok(()),
+        // A marker is written whatever min.insync.replicas says, as Kafka writes them.
+        Replicated::Done | Replicated::BelowMinInsync => Ok(()),
         Replicated::TimedOut => Err(Local::Failed(
             "the in-sync replicas did not confirm the marker in time".into(),
         )),

@@ -40,6 +40,12 @@ impl RawKafka {
         version: i16,
         request: &Req,
     ) -> Resp {
+        let id = self.send(key, version, request);
+        self.receive(key, version, id)
+    }
+
+    /// Sends one request without reading its response; answers its correlation id.
+    pub fn send<Req: Encodable>(&mut self, key: ApiKey, version: i16, request: &Req) -> i32 {
         let id = self.next_id;
         self.next_id += 1;
         let mut frame = BytesMut::new();
@@ -53,6 +59,24 @@ impl RawKafka {
         let mut out = (frame.len() as i32).to_be_bytes().to_vec();
         out.extend_from_slice(&frame);
         self.stream.write_all(&out).unwrap();
+        id
+    }
+
+    /// Whether a response has arrived that is not read yet.
+    pub fn has_response(&mut self) -> bool {
+        self.stream.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let waiting = match self.stream.peek(&mut byte) {
+            Ok(n) => n > 0,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+            Err(e) => panic!("peek: {e}"),
+        };
+        self.stream.set_nonblocking(false).unwrap();
+        waiting
+    }
+
+    /// Reads the next response, which must answer request `id`.
+    pub fn receive<Resp: Decodable>(&mut self, key: ApiKey, version: i16, id: i32) -> Resp {
         let mut len = [0u8; 4];
         self.stream.read_exact(&mut len).unwrap();
         let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
