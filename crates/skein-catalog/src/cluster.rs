@@ -239,6 +239,17 @@ impl Catalog {
         Ok((lease.holder == holder && lease.expires_at == expires_at).then_some(lease))
     }
 
+    /// Ends whatever holds the lease `name` now, whoever it is, so that the next
+    /// [`Self::acquire_lease`] takes it at once (in the next epoch): for a caller that knows
+    /// the holder is gone, as `skein dev` does of a previous run on its data directory.
+    pub async fn expire_lease(&self, name: &str) -> Result<()> {
+        sqlx::query("UPDATE leases SET expires_at = 0 WHERE name = $1")
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Gives up a lease early so a standby can take it at once.
     pub async fn release_lease(&self, name: &str, holder: &str) -> Result<()> {
         sqlx::query("UPDATE leases SET expires_at = 0 WHERE name = $1 AND holder = $2")

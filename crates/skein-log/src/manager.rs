@@ -62,6 +62,10 @@ pub struct LogManagerConfig {
     pub default_log: LogConfig,
     /// Upper bound on segments with open files across all partitions.
     pub max_open_segments: usize,
+    /// Threads that open (and recover) partitions at start, as Kafka's
+    /// `num.recovery.threads.per.data.dir`: a partition's open waits mostly on fsyncs, so
+    /// several run at once even on few cores.
+    pub recovery_threads: usize,
 }
 
 impl Default for LogManagerConfig {
@@ -69,6 +73,7 @@ impl Default for LogManagerConfig {
         Self {
             default_log: LogConfig::default(),
             max_open_segments: 1024,
+            recovery_threads: 8,
         }
     }
 }
@@ -80,6 +85,45 @@ pub struct MaintenanceReport {
     pub retention: RetentionReport,
     pub compaction: CompactionReport,
     pub failed: Vec<TopicPartition>,
+}
+
+/// Runs `open` over every item of `found` on up to `threads` threads; answers the results
+/// in the order of `found`.
+fn open_all<T: Sync, R: Send>(
+    found: &[(TopicPartition, T)],
+    threads: usize,
+    open: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, found.len().max(1));
+    if threads == 1 {
+        return found.iter().map(|(_, item)| open(item)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((_, item)) = found.get(i) else {
+                            return done;
+                        };
+                        done.push((i, open(item)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| match worker.join() {
+                Ok(done) => done,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// A shared, lockable partition log.
@@ -121,7 +165,7 @@ impl LogManager {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(LogError::io(&dir))?;
         let cache = HandleCache::new(config.max_open_segments);
-        let mut logs = BTreeMap::new();
+        let mut found = Vec::new();
         for entry in fs::read_dir(&dir).map_err(LogError::io(&dir))? {
             let entry = entry.map_err(LogError::io(&dir))?;
             if !entry
@@ -142,20 +186,25 @@ impl LogManager {
             let Some(tp) = TopicPartition::parse_dir_name(name) else {
                 continue;
             };
-            let topic_id = partition_dir::read_topic_id(&entry.path())?;
+            found.push((tp, entry.path()));
+        }
+        let open_one = |path: &PathBuf| -> Result<Partition> {
+            let topic_id = partition_dir::read_topic_id(path)?;
             let log = Log::open(
-                entry.path(),
+                path,
                 config.default_log.clone(),
                 Arc::clone(&clock),
                 Arc::clone(&cache),
             )?;
-            logs.insert(
-                tp,
-                Partition {
-                    log: Arc::new(RwLock::new(log)),
-                    topic_id,
-                },
-            );
+            Ok(Partition {
+                log: Arc::new(RwLock::new(log)),
+                topic_id,
+            })
+        };
+        let opened = open_all(&found, config.recovery_threads, open_one);
+        let mut logs = BTreeMap::new();
+        for ((tp, _), partition) in found.into_iter().zip(opened) {
+            logs.insert(tp, partition?);
         }
         Ok(Self {
             dir,

@@ -454,6 +454,7 @@ fn thousands_of_partitions_stay_within_the_open_file_bound() {
                 ..LogConfig::default()
             },
             max_open_segments: 100,
+            ..LogManagerConfig::default()
         },
         clock.clone(),
     )

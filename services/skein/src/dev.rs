@@ -443,6 +443,12 @@ impl DevController {
     async fn start(catalog: Catalog, credentials: CredentialVerifier) -> anyhow::Result<Self> {
         let replica = format!("skein-dev-{}", std::process::id());
         let config = ControllerConfig::new(replica.clone());
+        // This process holds the data directory's lock, so no other `skein dev` runs on
+        // this catalog: a lease still live is a killed run's, and is taken over at once
+        // rather than waited out.
+        catalog
+            .expire_lease(skein_control_plane::controller::CONTROLLER_LEASE)
+            .await?;
         let leadership = Arc::new(Leadership::default());
         let keeper = LeaseKeeper::spawn(catalog.clone(), config.clone(), Arc::clone(&leadership));
         let elector = skein_control_plane::election::spawn(
@@ -463,7 +469,6 @@ impl DevController {
                     let _ = stopped.await;
                 }),
         );
-        // A previous run's lease may still be live for its TTL; wait it out.
         let deadline = tokio::time::Instant::now() + config.lease_ttl * 2;
         while leadership.active_epoch().is_none() {
             anyhow::ensure!(
