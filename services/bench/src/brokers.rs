@@ -21,6 +21,10 @@ pub trait BrokerUnderTest: std::fmt::Debug {
     fn gateway(&self) -> Option<&GatewayAccess> {
         None
     }
+    /// The CPU time the broker has used so far, where it runs as a process of its own.
+    fn cpu_time(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Skein on an ephemeral port, on its own runtime, writing to a data directory on disk.
@@ -145,6 +149,14 @@ impl ChildBroker {
         cpu_time_of(&stat)
     }
 
+    /// The broker process's resident memory (`VmRSS` in `/proc/<pid>/status`).
+    pub fn rss_bytes(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+
     /// `skein dev` serving its PLAINTEXT listener on `port`, with `extra` arguments.
     fn skein_on(binary: &Path, dir: &Path, port: u16, extra: &[&str]) -> anyhow::Result<Self> {
         let mut command = Command::new(binary);
@@ -254,6 +266,10 @@ impl BrokerUnderTest for ChildBroker {
 
     fn gateway(&self) -> Option<&GatewayAccess> {
         self.gateway.as_ref()
+    }
+
+    fn cpu_time(&self) -> Option<Duration> {
+        ChildBroker::cpu_time(self)
     }
 }
 

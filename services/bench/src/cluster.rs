@@ -83,14 +83,7 @@ pub fn run_cluster(args: &ClusterArgs) -> anyhow::Result<()> {
 
 /// Starts `skein dev --brokers 3` and measures it.
 pub fn measure_cluster(args: &ClusterArgs) -> anyhow::Result<ClusterReport> {
-    let binary = args
-        .skein
-        .clone()
-        .or_else(|| {
-            let beside = std::env::current_exe().ok()?.with_file_name("skein");
-            beside.is_file().then_some(beside)
-        })
-        .context("the cluster runs as `skein dev --brokers 3`: give --skein")?;
+    let binary = skein_binary(args.skein.as_ref())?;
     let dir = match &args.dir {
         Some(dir) => tempfile::Builder::new()
             .prefix("skein-bench")
@@ -148,6 +141,17 @@ pub fn measure_cluster(args: &ClusterArgs) -> anyhow::Result<ClusterReport> {
     }
     drop(cluster);
     Ok(report)
+}
+
+/// The `skein` binary given, or the one beside this program.
+pub(crate) fn skein_binary(given: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
+    given
+        .cloned()
+        .or_else(|| {
+            let beside = std::env::current_exe().ok()?.with_file_name("skein");
+            beside.is_file().then_some(beside)
+        })
+        .context("this runs `skein dev`: give --skein")
 }
 
 /// `acks=all RF=3`, as the report says it.

@@ -11,10 +11,12 @@
 //! - `secured.rs` compares a SASL_SSL listener with a PLAINTEXT one on the same broker;
 //! - `cluster.rs` measures a three-broker cluster: replicated against unreplicated writes,
 //!   and failover time over repeated leader kills;
-//! - `sink.rs` measures a sink into PostgreSQL beside a batched COPY of the same rows.
+//! - `sink.rs` measures a sink into PostgreSQL beside a batched COPY of the same rows;
+//! - `recovery.rs` times a killed broker's return with many partitions, and its memory.
 
 mod brokers;
 mod cluster;
+mod recovery;
 mod reference;
 mod report;
 mod secured;
@@ -28,7 +30,10 @@ use clap::Args;
 
 pub use brokers::{BrokerUnderTest, ChildBroker, SkeinBroker};
 pub use cluster::{measure_cluster, run_cluster, ClusterArgs, ClusterReport};
-pub use report::{GatewayRow, Report, TxnRow, GRPC_PRODUCE_TARGET, TRANSACTIONAL_TARGET};
+pub use recovery::{measure_recovery, run_recovery, RecoveryArgs, RecoveryReport};
+pub use report::{
+    CpuRow, GatewayRow, Report, TxnRow, Work, GRPC_PRODUCE_TARGET, TRANSACTIONAL_TARGET,
+};
 pub use secured::{
     Measured, SecuredRow, SecuredWorkload, SASL_SSL_TARGET, SECURED_PRODUCERS, SECURED_ROUNDS,
 };
@@ -64,8 +69,8 @@ pub struct BrokerArgs {
     #[arg(long, default_value_t = 300_000)]
     pub gateway_records: u64,
     /// Run only the workloads whose label contains this text (`x16p`, `100 B`, `acks=all`,
-    /// `latency`, `group`, `gateway`, `REST`, `gRPC`, `gRPC produce`, `SASL_SSL`,
-    /// `transactions`)
+    /// `replay`, `librdkafka`, `latency`, `group`, `gateway`, `REST`, `gRPC`,
+    /// `gRPC produce`, `SASL_SSL`, `transactions`)
     #[arg(long)]
     pub only: Option<String>,
     /// Skein's data directory (default: a new temporary directory, removed afterwards)
@@ -130,19 +135,49 @@ pub fn measure(args: &BrokerArgs) -> anyhow::Result<Report> {
     for broker in &brokers {
         let name = broker.name();
         let bootstrap = broker.bootstrap();
-        for spec in produce_specs
-            .iter()
-            .filter(|s| args.selects(&s.to_string()))
-        {
-            eprintln!("{name}: produce {spec}");
+        for spec in &produce_specs {
             let topic = spec.topic();
-            let produced = workload::produce(&bootstrap, &topic, spec)?;
-            report.produce(name, spec, produced);
-            if spec.consumed() {
-                eprintln!("{name}: consume {spec}");
-                let consumed =
-                    workload::consume(&bootstrap, &topic, spec.partitions, spec.records)?;
-                report.consume(name, spec, consumed);
+            if args.selects(&format!("librdkafka {spec}")) {
+                eprintln!("{name}: produce {spec}");
+                let before = broker.cpu_time();
+                let produced = workload::produce(&bootstrap, &topic, spec)?;
+                report.produce(name, spec, produced);
+                report.cpu(broker.as_ref(), before, Work::Produce, spec, &produced);
+                if spec.consumed() {
+                    eprintln!("{name}: consume {spec}");
+                    let before = broker.cpu_time();
+                    let consumed =
+                        workload::consume(&bootstrap, &topic, spec.partitions, spec.records)?;
+                    report.consume(name, spec, consumed);
+                    report.cpu(broker.as_ref(), before, Work::Consume, spec, &consumed);
+                }
+            }
+            if args.selects(&format!("replay {spec}")) {
+                let topic = format!("{topic}-replay");
+                eprintln!("{name}: replayed produce {spec}");
+                let before = broker.cpu_time();
+                let produced = workload::replay_produce(&bootstrap, &topic, spec)?;
+                report.cpu(
+                    broker.as_ref(),
+                    before,
+                    Work::ReplayProduce,
+                    spec,
+                    &produced,
+                );
+                report.replayed_produce(name, spec, produced);
+                if spec.consumed() {
+                    eprintln!("{name}: replayed fetch {spec}");
+                    let before = broker.cpu_time();
+                    let read = workload::replay_fetch(
+                        &bootstrap,
+                        &topic,
+                        spec.partitions,
+                        spec.record_bytes,
+                        produced.records,
+                    )?;
+                    report.cpu(broker.as_ref(), before, Work::ReplayFetch, spec, &read);
+                    report.replayed_fetch(name, spec, read);
+                }
             }
         }
         for txn_spec in TxnSpec::matrix(bytes)

@@ -7,7 +7,9 @@
 
 use clap::{Parser, Subcommand};
 
-use skein_bench::{run, run_cluster, run_sink, BrokerArgs, ClusterArgs, SinkArgs};
+use skein_bench::{
+    run, run_cluster, run_recovery, run_sink, BrokerArgs, ClusterArgs, RecoveryArgs, SinkArgs,
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "skein-bench", version, about)]
@@ -26,6 +28,9 @@ enum Command {
     Cluster(ClusterArgs),
     /// A sink into PostgreSQL beside a batched COPY of the same rows into the same database
     Sink(SinkArgs),
+    /// A broker killed with many partitions: how soon every partition takes writes again,
+    /// and its memory before the kill
+    Recovery(RecoveryArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,5 +38,6 @@ fn main() -> anyhow::Result<()> {
         Command::Broker(args) => run(&args),
         Command::Cluster(args) => run_cluster(&args),
         Command::Sink(args) => run_sink(&args),
+        Command::Recovery(args) => run_recovery(&args),
     }
 }

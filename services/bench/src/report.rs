@@ -72,6 +72,48 @@ impl GatewayRow {
     }
 }
 
+/// What a CPU row measured the broker doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    Produce,
+    Consume,
+    ReplayProduce,
+    ReplayFetch,
+}
+
+impl fmt::Display for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Produce => "librdkafka produce",
+            Self::Consume => "librdkafka consume",
+            Self::ReplayProduce => "replayed produce",
+            Self::ReplayFetch => "replayed fetch",
+        })
+    }
+}
+
+/// The broker's CPU time (user and system, from `/proc`) over one run.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuRow {
+    pub broker: &'static str,
+    pub work: Work,
+    pub spec: ProduceSpec,
+    pub cpu: Duration,
+    pub moved: Throughput,
+}
+
+impl CpuRow {
+    /// CPU seconds per GiB of record values.
+    pub fn per_gib(&self) -> f64 {
+        self.cpu.as_secs_f64() / (self.moved.bytes as f64 / f64::from(1u32 << 30))
+    }
+
+    /// CPU seconds per million records.
+    pub fn per_million(&self) -> f64 {
+        self.cpu.as_secs_f64() / (self.moved.records as f64 / 1e6)
+    }
+}
+
 /// Everything one `skein-bench broker` run measured.
 #[derive(Debug)]
 pub struct Report {
@@ -80,6 +122,10 @@ pub struct Report {
     pub raw_append: Vec<(usize, Throughput)>,
     pub produced: Vec<(&'static str, ProduceSpec, Throughput)>,
     pub consumed: Vec<(&'static str, ProduceSpec, Throughput)>,
+    /// The replayed load generator's produce and fetch.
+    pub replay_produced: Vec<(&'static str, ProduceSpec, Throughput)>,
+    pub replay_fetched: Vec<(&'static str, ProduceSpec, Throughput)>,
+    pub cpu: Vec<CpuRow>,
     pub latencies: Vec<(&'static str, Latency)>,
     pub groups: Vec<(&'static str, GroupSpec, Vec<Duration>)>,
     pub gateway: Vec<GatewayRow>,
@@ -94,6 +140,9 @@ impl Report {
             raw_append,
             produced: Vec::new(),
             consumed: Vec::new(),
+            replay_produced: Vec::new(),
+            replay_fetched: Vec::new(),
+            cpu: Vec::new(),
             latencies: Vec::new(),
             groups: Vec::new(),
             gateway: Vec::new(),
@@ -122,6 +171,44 @@ impl Report {
         self.consumed.push((broker, *spec, t));
     }
 
+    pub(crate) fn replayed_produce(
+        &mut self,
+        broker: &'static str,
+        spec: &ProduceSpec,
+        t: Throughput,
+    ) {
+        self.replay_produced.push((broker, *spec, t));
+    }
+
+    pub(crate) fn replayed_fetch(
+        &mut self,
+        broker: &'static str,
+        spec: &ProduceSpec,
+        t: Throughput,
+    ) {
+        self.replay_fetched.push((broker, *spec, t));
+    }
+
+    /// The broker's CPU time since `before`, where it can be read, for moving `moved`.
+    pub(crate) fn cpu(
+        &mut self,
+        broker: &dyn crate::BrokerUnderTest,
+        before: Option<Duration>,
+        work: Work,
+        spec: &ProduceSpec,
+        moved: &Throughput,
+    ) {
+        if let (Some(before), Some(after)) = (before, broker.cpu_time()) {
+            self.cpu.push(CpuRow {
+                broker: broker.name(),
+                work,
+                spec: *spec,
+                cpu: after.saturating_sub(before),
+                moved: *moved,
+            });
+        }
+    }
+
     pub(crate) fn latency(&mut self, broker: &'static str, latency: Latency) {
         self.latencies.push((broker, latency));
     }
@@ -132,7 +219,7 @@ impl Report {
 
     fn brokers(&self) -> Vec<&'static str> {
         let mut names: Vec<&'static str> = Vec::new();
-        for (name, _, _) in &self.produced {
+        for (name, _, _) in self.produced.iter().chain(&self.replay_produced) {
             if !names.contains(name) {
                 names.push(name);
             }
@@ -158,6 +245,39 @@ fn find<'a>(
         .map(|(_, _, t)| t)
 }
 
+/// One line per spec Skein ran in `rows`: its label, Skein's figure, the other broker's and
+/// their ratio, and Skein's ratio to the reference `line` names.
+fn fmt_rows<'r>(
+    f: &mut fmt::Formatter<'_>,
+    rows: &[(&'static str, ProduceSpec, Throughput)],
+    specs: &[&ProduceSpec],
+    other: Option<&str>,
+    line: impl Fn(&ProduceSpec) -> (String, Option<&'r Throughput>),
+) -> fmt::Result {
+    let cell = |t: Option<&Throughput>| {
+        t.map_or("-".to_owned(), |t| {
+            format!("{:.1} MiB/s {:.0}/s", t.mib_per_sec(), t.records_per_sec())
+        })
+    };
+    for spec in specs {
+        let Some(skein) = find(rows, "skein", spec) else {
+            continue;
+        };
+        let other_cells = other.map_or(String::new(), |o| {
+            let theirs = find(rows, o, spec);
+            format!(" {:>22} {:>12}", cell(theirs), ratio(Some(skein), theirs))
+        });
+        let (label, reference) = line(spec);
+        writeln!(
+            f,
+            "  {label:<22} {:>22}{other_cells} {:>16}",
+            cell(Some(skein)),
+            ratio(Some(skein), reference)
+        )?;
+    }
+    Ok(())
+}
+
 fn ratio(a: Option<&Throughput>, b: Option<&Throughput>) -> String {
     match (a, b) {
         (Some(a), Some(b)) => format!("{:.2}", a.mib_per_sec() / b.mib_per_sec()),
@@ -166,6 +286,48 @@ fn ratio(a: Option<&Throughput>, b: Option<&Throughput>) -> String {
 }
 
 impl Report {
+    /// Broker CPU seconds per GiB and per million records, beside the other broker's.
+    fn fmt_cpu(&self, f: &mut fmt::Formatter<'_>, other: Option<&str>) -> fmt::Result {
+        if self.cpu.is_empty() {
+            return Ok(());
+        }
+        let other_header = other.map_or(String::new(), |o| {
+            format!(
+                " {:>19} {:>18}",
+                format!("{o} s/GiB s/Mrec"),
+                format!("skein/{o} per rec")
+            )
+        });
+        writeln!(
+            f,
+            "broker CPU (user+system)                  {:>19}{other_header}",
+            "skein s/GiB s/Mrec"
+        )?;
+        let find_cpu = |broker: &str, row: &CpuRow| {
+            self.cpu
+                .iter()
+                .find(|r| r.broker == broker && r.work == row.work && r.spec == row.spec)
+        };
+        let cells = |r: &CpuRow| format!("{:.2} {:.2}", r.per_gib(), r.per_million());
+        for row in self.cpu.iter().filter(|r| r.broker == "skein") {
+            let other_cells = other.map_or(String::new(), |o| match find_cpu(o, row) {
+                Some(theirs) => format!(
+                    " {:>19} {:>18.2}",
+                    cells(theirs),
+                    row.per_million() / theirs.per_million()
+                ),
+                None => format!(" {:>19} {:>18}", "-", "-"),
+            });
+            writeln!(
+                f,
+                "  {:<40} {:>19}{other_cells}",
+                format!("{} {}", row.work, row.spec),
+                cells(row)
+            )?;
+        }
+        writeln!(f)
+    }
+
     /// The gateway section: each API beside librdkafka, then the gRPC produce target.
     fn fmt_gateway(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.gateway.is_empty() {
@@ -268,29 +430,18 @@ impl fmt::Display for Report {
             "skein", "skein/raw append"
         )?;
         let mut specs: Vec<&ProduceSpec> = Vec::new();
-        for (_, spec, _) in &self.produced {
+        for (_, spec, _) in self.produced.iter().chain(&self.replay_produced) {
             if !specs.contains(&spec) {
                 specs.push(spec);
             }
         }
-        let cell = |t: Option<&Throughput>| {
-            t.map_or("-".to_owned(), |t| {
-                format!("{:.1} MiB/s {:.0}/s", t.mib_per_sec(), t.records_per_sec())
-            })
-        };
-        for spec in &specs {
-            let skein = find(&self.produced, "skein", spec);
-            let other_cells = other.map_or(String::new(), |o| {
-                let theirs = find(&self.produced, o, spec);
-                format!(" {:>22} {:>12}", cell(theirs), ratio(skein, theirs))
-            });
-            writeln!(
-                f,
-                "  {:<22} {:>22}{other_cells} {:>16}",
-                spec.to_string(),
-                cell(skein),
-                ratio(skein, self.raw_append_for(spec.record_bytes))
-            )?;
+        for (how, rows) in [("", &self.produced), ("replay ", &self.replay_produced)] {
+            fmt_rows(f, rows, &specs, other, |spec| {
+                (
+                    format!("{how}{spec}"),
+                    self.raw_append_for(spec.record_bytes),
+                )
+            })?;
         }
         writeln!(f)?;
         writeln!(
@@ -298,21 +449,17 @@ impl fmt::Display for Report {
             "consume from the start  {:>23}{other_header} {:>16}",
             "skein", "skein/loopback"
         )?;
-        for spec in specs.iter().filter(|s| s.consumed()) {
-            let skein = find(&self.consumed, "skein", spec);
-            let other_cells = other.map_or(String::new(), |o| {
-                let theirs = find(&self.consumed, o, spec);
-                format!(" {:>22} {:>12}", cell(theirs), ratio(skein, theirs))
-            });
-            writeln!(
-                f,
-                "  {:<22} {:>22}{other_cells} {:>16}",
-                format!("{} B x{}p", spec.record_bytes, spec.partitions),
-                cell(skein),
-                ratio(skein, Some(&self.loopback))
-            )?;
+        let consumed: Vec<&ProduceSpec> = specs.iter().copied().filter(|s| s.consumed()).collect();
+        for (how, rows) in [("", &self.consumed), ("replay ", &self.replay_fetched)] {
+            fmt_rows(f, rows, &consumed, other, |spec| {
+                (
+                    format!("{how}{} B x{}p", spec.record_bytes, spec.partitions),
+                    Some(&self.loopback),
+                )
+            })?;
         }
         writeln!(f)?;
+        self.fmt_cpu(f, other)?;
         for row in &self.secured {
             writeln!(f, "{row}")?;
         }

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use skein_bench::{
-    measure_cluster, workload, BrokerUnderTest, ChildBroker, ClusterArgs, GatewaySpec, LatencySpec,
-    ProduceSpec, SkeinBroker, TxnSpec,
+    measure_cluster, measure_recovery, workload, BrokerUnderTest, ChildBroker, ClusterArgs,
+    GatewaySpec, LatencySpec, ProduceSpec, RecoveryArgs, SkeinBroker, TxnSpec,
 };
 
 #[test]
@@ -31,6 +31,22 @@ fn every_workload_moves_every_record_through_skein() {
                 workload::consume(&bootstrap, &topic, spec.partitions, spec.records).unwrap();
             assert_eq!(consumed.records, spec.records, "{spec}");
             assert_eq!(consumed.bytes, produced.bytes, "{spec}");
+        }
+        // The replayed load: whole pre-encoded batches, at least the records asked for, and
+        // the replayed fetch reads every one of them back.
+        let topic = format!("{topic}-replay");
+        let replayed = workload::replay_produce(&bootstrap, &topic, spec).unwrap();
+        assert!(replayed.records >= spec.records, "{spec}: {replayed:?}");
+        if spec.consumed() {
+            let read = workload::replay_fetch(
+                &bootstrap,
+                &topic,
+                spec.partitions,
+                spec.record_bytes,
+                replayed.records,
+            )
+            .unwrap();
+            assert_eq!(read.records, replayed.records, "{spec}");
         }
     }
 
@@ -65,6 +81,71 @@ fn every_workload_moves_every_record_through_skein() {
     assert_eq!(transactional.records, idempotent.records);
     let back = workload::read_back(&bootstrap, "txn", txn.partitions, txn.records).unwrap();
     assert_eq!(back.bytes, transactional.bytes);
+}
+
+/// A killed `skein dev` with a few hundred partitions comes back, every partition takes a
+/// write again, and its memory and CPU time are read from `/proc`.
+#[test]
+fn the_recovery_workload_restarts_a_killed_dev_broker() {
+    let report = measure_recovery(&RecoveryArgs {
+        skein: Some(skein_binary()),
+        partitions: 200,
+        topics: 20,
+        dir: None,
+    })
+    .unwrap();
+    assert_eq!(report.partitions, 200);
+    assert!(report.rss_bytes.is_some_and(|rss| rss > 0));
+    assert!(report.listening <= report.ready);
+    assert!(report.to_string().contains("every partition written after"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = ChildBroker::skein(&skein_binary(), dir.path()).unwrap();
+    let before = broker.cpu_time().unwrap();
+    let spec = ProduceSpec {
+        acks: 1,
+        record_bytes: 100,
+        partitions: 2,
+        records: 20_000,
+        replication: 1,
+    };
+    workload::replay_produce(&broker.bootstrap(), "cpu", &spec).unwrap();
+    assert!(
+        broker.cpu_time().unwrap() > before,
+        "the broker's CPU time did not move"
+    );
+}
+
+/// The reference broker, where its wheel can be installed (services/bench/install-tansu.sh):
+/// the replayed load moves every record through it, as through Skein.
+#[test]
+fn the_replayed_load_moves_every_record_through_tansu_where_it_installs() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/install-tansu.sh");
+    let installed = std::process::Command::new("bash")
+        .arg(script)
+        .output()
+        .unwrap();
+    if !installed.status.success() {
+        eprintln!(
+            "Tansu not installed, its smoke skipped: {}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
+        return;
+    }
+    let binary = PathBuf::from(String::from_utf8(installed.stdout).unwrap().trim());
+    let tansu = ChildBroker::tansu(&binary).unwrap();
+    let spec = ProduceSpec {
+        acks: 1,
+        record_bytes: 1024,
+        partitions: 2,
+        records: 4_000,
+        replication: 1,
+    };
+    let produced = workload::replay_produce(&tansu.bootstrap(), "replay", &spec).unwrap();
+    let read =
+        workload::replay_fetch(&tansu.bootstrap(), "replay", 2, 1024, produced.records).unwrap();
+    assert_eq!(read.records, produced.records);
+    assert!(tansu.cpu_time().is_some());
 }
 
 /// The `skein` binary: `SKEIN_BENCH_SKEIN`, else the one of this build (`target/<profile>/`,

@@ -7,6 +7,7 @@ mod group;
 mod latency;
 mod native_produce;
 mod produce;
+mod replay;
 mod transactional;
 
 use std::time::Duration;
@@ -26,6 +27,8 @@ pub use group::{group_assignment, GroupSpec};
 pub use latency::{latency, Latency, LatencySpec};
 pub use native_produce::produce_native;
 pub use produce::{produce, produce_with, ProduceSpec};
+pub(crate) use produce::{send_blocking, CountingContext};
+pub use replay::{replay_fetch, replay_produce, REPLAY_CONNECTIONS, REPLAY_IN_FLIGHT};
 pub use transactional::{produce_idempotent, produce_transactional, TxnSpec};
 
 /// Records and payload bytes moved in a time.
