@@ -34,7 +34,7 @@ if PHASE == "produce":
         "debug": "eos",
     })
     acked = open(acked_path, "a", buffering=1)
-    counts = {"acked": 0, "failed": 0}
+    counts = {"acked": 0, "failed": 0, "errors": {}}
     retry = []
 
     def report(err, msg):
@@ -43,7 +43,18 @@ if PHASE == "produce":
             counts["acked"] += 1
         else:
             counts["failed"] += 1
+            counts["errors"][err.name()] = counts["errors"].get(err.name(), 0) + 1
             retry.append(msg.value().decode())
+
+    def send_again(value):
+        # Past librdkafka's queue bound, wait for deliveries to make room.
+        while True:
+            try:
+                producer.produce(topic, value=value.encode(), partition=int(value.split(":")[0]),
+                                 on_delivery=report)
+                return
+            except BufferError:
+                producer.poll(0.1)
 
     seq = 0
     while not os.path.exists(stop_path):
@@ -59,16 +70,12 @@ if PHASE == "produce":
         producer.poll(0)
         # A failed record is sent again: the check counts it once it is acknowledged.
         while retry:
-            value = retry.pop()
-            producer.produce(topic, value=value.encode(), partition=int(value.split(":")[0]),
-                             on_delivery=report)
+            send_again(retry.pop())
         if seq % 50 == 0:
             time.sleep(0.01)
     remaining = producer.flush(120)
     while retry and remaining == 0:
-        value = retry.pop()
-        producer.produce(topic, value=value.encode(), partition=int(value.split(":")[0]),
-                         on_delivery=report)
+        send_again(retry.pop())
         remaining = producer.flush(120)
     counts["unflushed"] = remaining
     if remaining:
