@@ -8,48 +8,44 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 use skein_log::TopicPartition;
 use tokio::sync::Notify;
 
-/// One [`Notify`] per partition, made when first waited on or woken.
+/// One [`Notify`] per partition, made when first waited on. A wake takes only a read
+/// lock, so appends to different partitions do not queue on one another.
 #[derive(Debug, Default)]
 pub struct Wakers {
-    partitions: Mutex<HashMap<TopicPartition, Arc<Notify>>>,
+    partitions: RwLock<HashMap<TopicPartition, Arc<Notify>>>,
 }
 
 impl Wakers {
     /// The partition's notifier: a future from its `notified()`, created before the waiter
     /// checks its condition, sees every wake-up after that.
     pub fn of(&self, tp: &TopicPartition) -> Arc<Notify> {
-        let mut partitions = self.partitions.lock();
-        if let Some(notify) = partitions.get(tp) {
+        if let Some(notify) = self.partitions.read().get(tp) {
             return Arc::clone(notify);
         }
-        let notify = Arc::new(Notify::new());
-        partitions.insert(tp.clone(), Arc::clone(&notify));
-        notify
+        Arc::clone(self.partitions.write().entry(tp.clone()).or_default())
     }
 
     /// Wakes the waiters of one partition.
     pub fn wake(&self, tp: &TopicPartition) {
-        let notify = self.partitions.lock().get(tp).cloned();
-        if let Some(notify) = notify {
+        if let Some(notify) = self.partitions.read().get(tp) {
             notify.notify_waiters();
         }
     }
 
     /// Wakes every waiter (leadership moved: each looks again at what it waits for).
     pub fn wake_all(&self) {
-        let all: Vec<Arc<Notify>> = self.partitions.lock().values().cloned().collect();
-        for notify in all {
+        for notify in self.partitions.read().values() {
             notify.notify_waiters();
         }
     }
 
     /// Forgets a partition (its log was deleted); its waiters are woken first.
     pub fn forget(&self, tp: &TopicPartition) {
-        if let Some(notify) = self.partitions.lock().remove(tp) {
+        if let Some(notify) = self.partitions.write().remove(tp) {
             notify.notify_waiters();
         }
     }

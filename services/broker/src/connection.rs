@@ -174,7 +174,7 @@ where
     });
     // Requests are handled one at a time and answered in request order.
     // A connection that sends no request for `connections.max.idle.ms` is closed; the time
-    // spent answering a request (a long poll) does not count.
+    // spent answering a request (a long poll, an acks=all wait) does not count.
     let mut answers: Answers<'_> = FuturesOrdered::new();
     let handled = async {
         loop {
@@ -185,6 +185,7 @@ where
                     .set_max(broker.config.max_request_bytes, "socket.request.max.bytes");
             }
             let idle = Duration::from_millis(idle_ms);
+            let owed = !answers.is_empty();
             let read = async {
                 match unproven {
                     Some(_) => tokio::time::timeout_at(
@@ -199,6 +200,8 @@ where
                             ConnectionError::Idle { idle_ms }
                         }
                     }),
+                    // A connection owed answers is not idle: the client waits on us.
+                    None if owed => Ok(requests.next().await),
                     None => tokio::time::timeout(idle, requests.next())
                         .await
                         .map_err(|_| ConnectionError::Idle { idle_ms }),

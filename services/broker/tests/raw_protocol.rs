@@ -1158,3 +1158,46 @@ fn a_sasl_listener_answers_nothing_but_sasl_before_authentication() {
     );
     assert_eq!(answer.error_code, ResponseError::IllegalSaslState.code());
 }
+
+/// A consumer's fetch waiting on partition 1 (`min_bytes` 1, `max_wait_ms` 20 s) is woken by
+/// an append to partition 1 and answers it at once; an append to partition 0 before it does
+/// not wake it into an empty answer.
+#[test]
+fn a_waiting_fetch_is_woken_by_an_append_to_its_own_partition() {
+    let broker = TestBroker::start();
+    broker.create_topic("sessions", 2);
+    let mut waiting = Client::connect(&broker);
+    let mut writer = Client::connect(&broker);
+    let request = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(20_000)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("sessions"))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(1)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let started = std::time::Instant::now();
+    let id = waiting.next_id;
+    let frame = waiting.frame(1, 11, &request);
+    waiting.stream.write_all(&frame).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    writer.produce("sessions", 0, "elsewhere");
+    std::thread::sleep(Duration::from_millis(300));
+    writer.produce("sessions", 1, "here");
+    let answer: FetchResponse = waiting.receive(1, 11, id);
+    assert_eq!(partitions(&answer).len(), 1, "{answer:?}");
+    assert!(
+        partitions(&answer)[0].1 > 0,
+        "the answer carries partition 1's record"
+    );
+    // Woken by the append, long before its 20 s were up.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the fetch waited {:?}",
+        started.elapsed()
+    );
+}

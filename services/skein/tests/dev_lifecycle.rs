@@ -1,6 +1,7 @@
 //! `skein dev` as a person starts and stops it: Ctrl-C stops it cleanly and quickly, with or
 //! without the operations listener, so the next start recovers nothing; and a second start
-//! on a data directory in use fails at once, naming the pid that holds it.
+//! on a data directory in use fails at once, naming the pid that holds it; a restart after
+//! SIGKILL takes the dead run's controller lease at once.
 
 #![allow(clippy::unwrap_used)]
 
@@ -91,6 +92,27 @@ fn a_second_skein_dev_on_the_same_data_directory_fails_at_once_naming_the_first(
         "{said}"
     );
     // The first goes on serving.
+    let (status, _) = common::http(&dev.admin, "GET", "/v1/tenants", Some(&dev.admin_token), "");
+    assert_eq!(status, 200);
+}
+
+/// A `skein dev` killed with SIGKILL leaves its controller lease live in the catalog for
+/// the lease's 10 s. The next start on the same directory holds the directory's lock, so it
+/// knows that lease is a dead run's and takes it over at once instead of waiting it out.
+#[test]
+fn a_restart_after_sigkill_takes_the_dead_runs_controller_lease_at_once() {
+    const LEASE_TTL: Duration = Duration::from_secs(10);
+    let data = tempfile::tempdir().unwrap();
+    let mut dev = Dev::start(data.path());
+    dev.process.0.kill().unwrap();
+    dev.process.0.wait().unwrap();
+    let started = Instant::now();
+    let dev = Dev::start(data.path());
+    let took = started.elapsed();
+    assert!(
+        took < LEASE_TTL / 2,
+        "the restart took {took:?}, as if it waited out the killed run's lease"
+    );
     let (status, _) = common::http(&dev.admin, "GET", "/v1/tenants", Some(&dev.admin_token), "");
     assert_eq!(status, 200);
 }

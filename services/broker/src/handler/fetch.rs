@@ -145,47 +145,59 @@ pub(crate) async fn handle(call: &Call<'_>, request: FetchRequest) -> FetchRespo
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let max_bytes = (request.max_bytes.max(0) as u64).min(broker.config.fetch_max_bytes);
     let isolation = Isolation::of_level(request.isolation_level);
-    let wakers = broker.replicas.wakers(
-        targets
-            .iter()
-            .filter(|t| !denied.contains(&t.topic))
-            .map(|t| (t.topic.as_str(), t.partition)),
-        follower.is_some(),
-    );
+    // What this fetch waits on, made only once a read finds too little: a fetch that finds
+    // data at once (most, under load) registers nothing.
+    let mut wakers = None;
     loop {
-        // Register for the wake-up before reading, so a change in between is not missed.
-        let appended = skein_replication::any_woken(&wakers);
+        // Registered before reading, so a change in between is not missed.
+        let woken = wakers.as_deref().map(skein_replication::any_woken);
         let (partitions, bytes) = read_once(
             broker, &targets, &denied, max_bytes, version, follower, isolation,
         );
         let done = bytes >= request.min_bytes.max(0) as u64 || Instant::now() >= deadline;
-        if done || tokio::time::timeout_at(deadline, appended).await.is_err() {
-            let partitions = if done {
-                partitions
-            } else {
+        if !done && woken.is_none() {
+            // Too little: register, then read again before waiting.
+            drop(woken);
+            wakers = Some(
+                broker.replicas.wakers(
+                    targets
+                        .iter()
+                        .filter(|t| !denied.contains(&t.topic))
+                        .map(|t| (t.topic.as_str(), t.partition)),
+                    follower.is_some(),
+                ),
+            );
+            continue;
+        }
+        let partitions = match woken {
+            Some(woken) if !done => {
+                if tokio::time::timeout_at(deadline, woken).await.is_ok() {
+                    continue;
+                }
                 read_once(
                     broker, &targets, &denied, max_bytes, version, follower, isolation,
                 )
                 .0
-            };
-            for (target, data) in targets.iter().zip(&partitions) {
-                let bytes = data.records.as_ref().map_or(0, |r| r.len() as u64);
-                match (bytes, follower) {
-                    (0, _) => {}
-                    (bytes, Some(_)) => broker.metrics.replicated_out(bytes),
-                    (bytes, None) => broker.metrics.fetched(&target.topic, bytes),
-                }
             }
-            return respond(
-                broker,
-                scope,
-                session_id,
-                incremental,
-                &targets,
-                partitions,
-                version,
-            );
+            _ => partitions,
+        };
+        for (target, data) in targets.iter().zip(&partitions) {
+            let bytes = data.records.as_ref().map_or(0, |r| r.len() as u64);
+            match (bytes, follower) {
+                (0, _) => {}
+                (bytes, Some(_)) => broker.metrics.replicated_out(bytes),
+                (bytes, None) => broker.metrics.fetched(&target.topic, bytes),
+            }
         }
+        return respond(
+            broker,
+            scope,
+            session_id,
+            incremental,
+            &targets,
+            partitions,
+            version,
+        );
     }
 }
 

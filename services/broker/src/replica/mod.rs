@@ -305,19 +305,31 @@ impl ReplicaManager {
         follower: bool,
     ) -> Vec<Arc<Notify>> {
         let mut seen = std::collections::HashSet::new();
-        partitions
-            .filter(|(topic, index)| {
-                self.topics
-                    .get(topic)
-                    .is_some_and(|info| (0..info.partitions).contains(index))
-            })
-            .map(|(topic, index)| TopicPartition::new(topic, index))
-            .filter(|tp| seen.insert(tp.clone()))
-            .map(|tp| match follower {
+        // The topic's partition count, looked up once per run of the same topic.
+        let mut counted: Option<(&str, i32)> = None;
+        let mut wakers = Vec::new();
+        for (topic, index) in partitions {
+            let count = match counted {
+                Some((name, count)) if name == topic => count,
+                _ => {
+                    let count = self.topics.get(topic).map_or(0, |info| info.partitions);
+                    counted = Some((topic, count));
+                    count
+                }
+            };
+            if !(0..count).contains(&index) {
+                continue;
+            }
+            let tp = TopicPartition::new(topic, index);
+            if !seen.insert((topic, index)) {
+                continue;
+            }
+            wakers.push(match follower {
                 true => self.appended.of(&tp),
                 false => self.progress.advanced(&tp),
-            })
-            .collect()
+            });
+        }
+        wakers
     }
 
     /// Opens (or creates, or replaces) the log of `tp` for the topic the registry names now.
